@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   run the main job on the built-in default
+#   make test   run the whole test suite (ruff included)
+# Both create .venv when it is missing.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed first so that pip does not pull a large CUDA build on CPU-only machines;
+# override with e.g. TORCH_SPEC="torch" to take whatever pip resolves.
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev,gym,report
+
+.PHONY: venv demo test lint schemas clean-venv
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+demo: venv
+	$(VENV)/bin/odsd demo
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: venv lint
+	$(VENV)/bin/python -m pytest -q
+
+schemas: venv
+	$(PY) -m odsd.schema.export schemas
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from odsd.cli import main
+
+main()

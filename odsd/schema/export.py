@@ -1,0 +1,60 @@
+"""Write the JSON Schema of every on-disk document to ``schemas/`` (``python -m odsd.schema.export DIR``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from odsd.schema.store import Checkpoint, CommitRecord, ReaderLease, StoreManifest
+
+DOCUMENTS: dict[str, type[BaseModel]] = {
+    "store-manifest": StoreManifest,
+    "commit-record": CommitRecord,
+    "checkpoint": Checkpoint,
+    "reader-lease": ReaderLease,
+}
+
+
+def register(name: str, model: type[BaseModel]) -> None:
+    """Add a document model (run state, run config, …) to the published schemas."""
+    DOCUMENTS[name] = model
+
+
+def render(model: type[BaseModel]) -> str:
+    return json.dumps(model.model_json_schema(mode="serialization"), indent=2, sort_keys=True) + "\n"
+
+
+def expected_files() -> dict[str, str]:
+    """File name -> content of every schema file ``schemas/`` must hold."""
+    _load_optional_documents()
+    return {f"{name}.schema.json": render(model) for name, model in sorted(DOCUMENTS.items())}
+
+
+def _load_optional_documents() -> None:
+    """Import modules that register further documents, when they exist."""
+    import importlib
+
+    for module in ("odsd.schema.run",):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def write(out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in expected_files().items():
+        path = out_dir / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")):
+        print(path)

@@ -1,0 +1,241 @@
+"""``EpisodeStore``: open or create a store directory and follow its commit log."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import ValidationError
+
+from odsd.schema import FORMAT_VERSION, FeatureSpec, StoreManifest
+from odsd.store.errors import (
+    CorruptStoreError,
+    FormatVersionError,
+    SchemaMismatchError,
+    StoreExistsError,
+    StoreNotFoundError,
+)
+from odsd.store.fsio import fsync_dir, put_if_absent
+from odsd.store.log import LOG_DIR, CommitLog, TornRecord
+from odsd.store.state import StoreState
+
+if TYPE_CHECKING:
+    from odsd.store.snapshot import Snapshot
+    from odsd.store.writer import EpisodeWriter
+
+MANIFEST = "odsd.json"
+Durability = Literal["fsync", "process"]
+
+
+def _as_features(features: Mapping[str, FeatureSpec | Mapping]) -> dict[str, FeatureSpec]:
+    return {
+        k: v if isinstance(v, FeatureSpec) else FeatureSpec.model_validate(v) for k, v in features.items()
+    }
+
+
+class EpisodeStore:
+    """A versioned episode store in a directory.
+
+    >>> store = EpisodeStore.create("runs.odsd", features={"obs": {"dtype": "float32", "shape": [4]}}, fps=10)
+    >>> writer = store.writer(run_id="r1")
+    >>> writer.commit([Episode(frames={"obs": np.zeros((5, 4), np.float32)}, meta=EpisodeMeta(length=5))])
+    >>> snap = store.snapshot()
+    >>> snap.num_episodes, snap.num_frames
+    (1, 5)
+
+    ``durability="fsync"`` (default) survives power loss; ``"process"`` only process crashes.
+    """
+
+    def __init__(self, root: Path, manifest: StoreManifest, *, durability: Durability = "fsync") -> None:
+        if durability not in ("fsync", "process"):
+            raise ValueError(f"durability must be 'fsync' or 'process', not {durability!r}")
+        self.root = root
+        self.manifest = manifest
+        self.durability: Durability = durability
+        self.log = CommitLog(root, durable=self.durable)
+        self._lock = threading.RLock()
+        self._state: StoreState | None = None
+        self._torn: TornRecord | None = None
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path,
+        *,
+        features: Mapping[str, FeatureSpec | Mapping],
+        fps: float,
+        robot_type: str | None = None,
+        durability: Durability = "fsync",
+    ) -> EpisodeStore:
+        """Create a new, empty store at ``path`` (the directory may exist but must hold no store)."""
+        root = Path(path)
+        try:
+            manifest = StoreManifest(
+                store_id=uuid.uuid4().hex, features=_as_features(features), fps=fps, robot_type=robot_type
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise SchemaMismatchError(
+                f"invalid store schema at {'.'.join(map(str, first['loc']))}: {first['msg']}"
+            ) from exc
+        root.mkdir(parents=True, exist_ok=True)
+        (root / LOG_DIR).mkdir(exist_ok=True)
+        data = json.dumps(manifest.model_dump(mode="json"), indent=1).encode()
+        if not put_if_absent(root / MANIFEST, data, durable=durability == "fsync"):
+            raise StoreExistsError(f"{root}: a store already exists here")
+        if durability == "fsync":
+            fsync_dir(root)
+        return cls(root, manifest, durability=durability)
+
+    @classmethod
+    def open(cls, path: str | Path, *, durability: Durability = "fsync") -> EpisodeStore:
+        """Open an existing store; refuses unknown format versions and damaged manifests."""
+        root = Path(path)
+        manifest_path = root / MANIFEST
+        if not root.is_dir():
+            raise StoreNotFoundError(f"{root}: no such store directory")
+        try:
+            raw = manifest_path.read_bytes()
+        except FileNotFoundError as exc:
+            raise StoreNotFoundError(f"{root}: not an odsd store (no {MANIFEST})") from exc
+        except PermissionError as exc:
+            raise StoreNotFoundError(f"{manifest_path}: permission denied") from exc
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CorruptStoreError(f"{manifest_path}: damaged store manifest (not valid JSON)") from exc
+        version = body.get("format_version") if isinstance(body, dict) else None
+        if version != FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{manifest_path}: store format version {version!r} is not supported "
+                f"(this odsd reads version {FORMAT_VERSION})"
+            )
+        try:
+            manifest = StoreManifest.model_validate(body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise CorruptStoreError(
+                f"{manifest_path}: invalid manifest ({first['loc']}: {first['msg']})"
+            ) from exc
+        return cls(root, manifest, durability=durability)
+
+    @classmethod
+    def open_or_create(
+        cls,
+        path: str | Path,
+        *,
+        features: Mapping[str, FeatureSpec | Mapping],
+        fps: float,
+        robot_type: str | None = None,
+        durability: Durability = "fsync",
+    ) -> EpisodeStore:
+        """Open the store at ``path`` if there is one (its schema must match), else create it."""
+        root = Path(path)
+        if not (root / MANIFEST).exists():
+            try:
+                return cls.create(
+                    root, features=features, fps=fps, robot_type=robot_type, durability=durability
+                )
+            except StoreExistsError:
+                pass
+        store = cls.open(root, durability=durability)
+        store.check_schema(features, fps=fps)
+        return store
+
+    def check_schema(
+        self, features: Mapping[str, FeatureSpec | Mapping], *, fps: float | None = None
+    ) -> None:
+        """Raise :class:`SchemaMismatchError` naming the first difference from the store's schema."""
+        wanted = _as_features(features)
+        have = self.manifest.features
+        if set(wanted) != set(have):
+            raise SchemaMismatchError(
+                f"{self.root}: feature schema differs (store has {sorted(set(have) - set(wanted))} "
+                f"not requested, requested {sorted(set(wanted) - set(have))} not in store)"
+            )
+        for name, spec in wanted.items():
+            if spec != have[name]:
+                raise SchemaMismatchError(
+                    f"{self.root}: feature {name!r} is {spec.model_dump()} but the store has {have[name].model_dump()}"
+                )
+        if fps is not None and abs(fps - self.manifest.fps) > 1e-9:
+            raise SchemaMismatchError(f"{self.root}: fps {fps} differs from the store's {self.manifest.fps}")
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def durable(self) -> bool:
+        return self.durability == "fsync"
+
+    @property
+    def features(self) -> dict[str, FeatureSpec]:
+        return self.manifest.features
+
+    def refresh(self) -> StoreState:
+        """Follow the log to its current tail and return the (shared, lock-protected) latest state."""
+        with self._lock:
+            if self._state is None:
+                ckpt = self.log.newest_checkpoint()
+                self._state = StoreState.from_checkpoint(ckpt) if ckpt else StoreState()
+            records, self._torn = self.log.read_tail(self._state.seq)
+            for record in records:
+                self._state.apply(record, str(self.log.path(record.seq)))
+            return self._state
+
+    @property
+    def torn_record(self) -> TornRecord | None:
+        """A damaged trailing record found by the last refresh (ignored by readers; see fsck)."""
+        return self._torn
+
+    def state_at(self, watermark: int) -> StoreState:
+        """The state after records ``0..watermark`` (replayed from the newest checkpoint before it)."""
+        latest = self.refresh()
+        if watermark > latest.seq:
+            raise CorruptStoreError(
+                f"{self.root}: watermark {watermark} is beyond the log's end ({latest.seq})"
+            )
+        if watermark == latest.seq:
+            return latest.copy()
+        ckpt = self.log.newest_checkpoint(at_most=watermark)
+        state = StoreState.from_checkpoint(ckpt) if ckpt else StoreState()
+        records, _ = self.log.read_tail(state.seq, until=watermark)
+        for record in records:
+            state.apply(record, str(self.log.path(record.seq)))
+        return state
+
+    @property
+    def watermark(self) -> int:
+        """Highest seq with every lower record present (-1 for an empty store)."""
+        return self.refresh().seq
+
+    def maybe_checkpoint(self, state: StoreState) -> None:
+        """Write a checkpoint when ``state.seq`` is on the configured interval (best effort)."""
+        if state.seq >= 0 and (state.seq + 1) % self.manifest.checkpoint_interval == 0:
+            try:
+                self.log.write_checkpoint(state.to_checkpoint())
+            except OSError:
+                pass
+
+    # -- factories -----------------------------------------------------------------------------
+
+    def writer(self, *, writer_id: str | None = None, run_id: str | None = None) -> EpisodeWriter:
+        from odsd.store.writer import EpisodeWriter
+
+        return EpisodeWriter(self, writer_id=writer_id, run_id=run_id)
+
+    def snapshot(self, watermark: int | None = None, *, lease: bool = False) -> Snapshot:
+        """Pin a consistent view at ``watermark`` (default: the newest)."""
+        from odsd.store.snapshot import Snapshot
+
+        with self._lock:
+            state = self.refresh().copy() if watermark is None else self.state_at(watermark)
+        return Snapshot(self, state, lease=lease)
+
+    def __repr__(self) -> str:
+        return f"EpisodeStore({str(self.root)!r})"

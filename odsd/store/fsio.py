@@ -1,0 +1,77 @@
+"""Small filesystem primitives: fsync, atomic replace and put-if-absent publication."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and directory below ``root`` (children first)."""
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            fsync_file(Path(dirpath) / name)
+        fsync_dir(Path(dirpath))
+
+
+def temp_path(final: Path) -> Path:
+    """A unique sibling of ``final`` that readers ignore (``.<name>.<rand>.partial``)."""
+    return final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix."""
+    tmp = temp_path(path)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def put_if_absent(path: Path, data: bytes, *, durable: bool = True) -> bool:
+    """Publish ``data`` at ``path`` only if nothing is there yet; return whether it was published.
+
+    The content is written and synced under a temporary name first and then hard-linked into
+    place, so the published file is never partially written and an existing one is never
+    replaced.
+    """
+    tmp = temp_path(path)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    if durable:
+        fsync_dir(path.parent)
+    return True

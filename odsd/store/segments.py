@@ -1,0 +1,145 @@
+"""Immutable Zarr v3 groups holding the frames of a batch of episodes (segments and shards).
+
+Every field is one Zarr array of shape ``[n_frames, *feature.shape]``. Chunks carry a crc32c
+codec, so a damaged chunk fails loudly on read instead of returning wrong numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.storage import LocalStore
+
+from odsd.schema import FeatureSpec, SegmentInfo
+from odsd.store.errors import CorruptStoreError, SchemaMismatchError
+from odsd.store.fsio import PARTIAL_SUFFIX, fsync_dir, fsync_tree
+
+_ZSTD_LEVEL = 1
+
+
+def frame_checksum(values: np.ndarray) -> str:
+    """crc32 (hex) of the uncompressed, C-ordered, little-endian bytes of ``values``."""
+    data = np.ascontiguousarray(values)
+    if data.dtype.byteorder == ">":
+        data = data.astype(data.dtype.newbyteorder("<"))
+    return f"{zlib.crc32(memoryview(data).cast('B')):08x}"
+
+
+def validate_frames(
+    frames: Mapping[str, np.ndarray], features: Mapping[str, FeatureSpec], n_frames: int, where: str
+) -> dict[str, np.ndarray]:
+    """Check keys, dtypes, shapes and frame count against the schema; return arrays in schema dtype."""
+    missing = sorted(set(features) - set(frames))
+    extra = sorted(set(frames) - set(features))
+    if missing or extra:
+        raise SchemaMismatchError(
+            f"{where}: fields do not match the store schema (missing {missing}, unexpected {extra})"
+        )
+    out: dict[str, np.ndarray] = {}
+    for name, spec in features.items():
+        arr = np.asarray(frames[name])
+        expected = (n_frames, *spec.shape)
+        if arr.shape != expected:
+            raise SchemaMismatchError(f"{where}: field {name!r} has shape {arr.shape}, expected {expected}")
+        dtype = np.dtype(spec.dtype)
+        if arr.dtype != dtype:
+            if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+                raise SchemaMismatchError(
+                    f"{where}: field {name!r} has dtype {arr.dtype}, store expects {dtype}"
+                )
+            arr = arr.astype(dtype)
+        out[name] = arr
+    return out
+
+
+def write_segment(
+    root: Path,
+    rel_path: str,
+    frames: Mapping[str, np.ndarray],
+    features: Mapping[str, FeatureSpec],
+    *,
+    attributes: dict | None = None,
+    chunk_frames: int | None = None,
+    durable: bool = True,
+) -> SegmentInfo:
+    """Write ``frames`` (already validated) as a new group at ``root/rel_path``.
+
+    The group is built under a ``.partial`` name, synced when ``durable``, then renamed into
+    place, so a group at its final name is always complete.
+    """
+    final = root / rel_path
+    tmp = final.with_name(final.name + PARTIAL_SUFFIX)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    n_frames = next(iter(frames.values())).shape[0] if frames else 0
+    group = zarr.create_group(store=LocalStore(tmp), zarr_format=3, attributes=attributes or {})
+    checksums: dict[str, str] = {}
+    for name in features:
+        values = frames[name]
+        chunks = (min(chunk_frames or n_frames, n_frames) or 1, *values.shape[1:])
+        arr = group.create_array(
+            name=name,
+            shape=values.shape,
+            dtype=values.dtype,
+            chunks=chunks,
+            compressors=[ZstdCodec(level=_ZSTD_LEVEL), Crc32cCodec()],
+            fill_value=0,
+        )
+        arr[...] = values
+        checksums[name] = frame_checksum(values)
+    if durable:
+        fsync_tree(tmp)
+    os.rename(tmp, final)
+    if durable:
+        fsync_dir(final.parent)
+    return SegmentInfo(path=rel_path, n_frames=n_frames, nbytes=tree_nbytes(final), checksums=checksums)
+
+
+def read_field(root: Path, rel_path: str, field: str) -> np.ndarray:
+    """Read one field of a segment in full; damaged or missing data raises :class:`CorruptStoreError`."""
+    seg_dir = root / rel_path
+    if not seg_dir.is_dir():
+        raise CorruptStoreError(f"{seg_dir}: committed segment directory is missing")
+    try:
+        arr = zarr.open_array(store=LocalStore(seg_dir, read_only=True), path=field, mode="r")
+        return np.asarray(arr[...])
+    except Exception as exc:
+        raise CorruptStoreError(f"{seg_dir / field}: cannot read committed data ({exc})") from exc
+
+
+def verify_segment(root: Path, info: SegmentInfo) -> list[str]:
+    """Deep check of a segment against its commit record; return one message per problem."""
+    problems: list[str] = []
+    for field, expected in info.checksums.items():
+        try:
+            values = read_field(root, info.path, field)
+        except CorruptStoreError as exc:
+            problems.append(str(exc))
+            if not (root / info.path).is_dir():
+                break
+            continue
+        if values.shape[0] != info.n_frames:
+            problems.append(
+                f"{root / info.path / field}: {values.shape[0]} frames, record says {info.n_frames}"
+            )
+        elif frame_checksum(values) != expected:
+            problems.append(f"{root / info.path / field}: checksum mismatch against commit record")
+    return problems
+
+
+def tree_nbytes(path: Path) -> int:
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            total += os.stat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
