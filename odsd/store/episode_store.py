@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
@@ -217,10 +218,8 @@ class EpisodeStore:
     def maybe_checkpoint(self, state: StoreState) -> None:
         """Write a checkpoint when ``state.seq`` is on the configured interval (best effort)."""
         if state.seq >= 0 and (state.seq + 1) % self.manifest.checkpoint_interval == 0:
-            try:
+            with contextlib.suppress(OSError):
                 self.log.write_checkpoint(state.to_checkpoint())
-            except OSError:
-                pass
 
     # -- factories -----------------------------------------------------------------------------
 
