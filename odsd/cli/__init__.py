@@ -6,11 +6,13 @@ its class (see ``odsd --help``); tracebacks are reserved for bugs.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
 from typer.exceptions import TyperException
 
+from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd
 from odsd.cli.store import store_app
 from odsd.errors import OdsdError
 
@@ -26,6 +28,9 @@ app = typer.Typer(
     add_completion=True,
 )
 app.add_typer(store_app, name="store")
+app.command("collect")(collect_cmd)
+app.command("eval")(eval_cmd)
+app.command("check-env")(check_env_cmd)
 
 
 @app.command()
@@ -42,6 +47,7 @@ def error_line(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the app and maps errors to one line and an exit code."""
+    logging.basicConfig(level=logging.INFO, format="odsd: %(message)s")
     try:
         result = app(args=argv, prog_name="odsd", standalone_mode=False)
     except typer.Exit as exc:

@@ -1,0 +1,226 @@
+"""``odsd collect``, ``odsd eval`` and ``odsd check-env``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from odsd.cli.output import console, err_console, print_json
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML run config.")]
+
+
+class GracefulStop:
+    """First SIGTERM/SIGINT: stop starting episodes and drain; second: drop what is not yet committed."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> GracefulStop:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.stop.is_set():
+            self.abort.set()
+            err_console.print("odsd: second signal: dropping uncommitted episodes and exiting")
+        else:
+            self.stop.set()
+            err_console.print(
+                f"odsd: {signal.Signals(signum).name}: finishing the step, committing finished episodes"
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _reporter(json_logs: bool):
+    tty = sys.stderr.isatty()
+
+    def report(kind: str, record: dict[str, Any]) -> None:
+        if json_logs:
+            print(json.dumps(record, default=float), file=sys.stderr, flush=True)
+            return
+        if kind == "final":
+            return
+        sr = record.get("collection_success_rate")
+        lat = record.get("expert_latency_ms_p50")
+        line = (
+            f"[{kind}] it={record.get('iteration')} beta={record.get('beta', 0):.3f} "
+            f"policy=v{record.get('policy_version')} episodes={record.get('episodes_finished')} "
+            f"success={'-' if sr is None else f'{sr:.0%}'} steps/s={record.get('env_steps_per_s', 0):.0f} "
+            f"committed={record.get('episodes_committed_total')} "
+            f"expert_p50={'-' if lat is None else f'{lat:.2f}ms'}"
+        )
+        if tty:
+            err_console.print(line, highlight=False, style="bold" if kind == "iteration" else None)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    return report
+
+
+def collect_cmd(
+    config: ConfigOpt = None,
+    mode: Annotated[str | None, typer.Option(help="expert_demo | dagger_sync.")] = None,
+    task: Annotated[str | None, typer.Option(help="Built-in task, gymnasium:<id> or module:factory.")] = None,
+    expert: Annotated[str | None, typer.Option(help="planner | policy:<snapshot> | module:factory.")] = None,
+    student: Annotated[
+        str | None, typer.Option(help="Policy snapshot directory (default <store>/policies).")
+    ] = None,
+    num_envs: Annotated[int | None, typer.Option(help="Env rows stepped together.")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps.")] = None,
+    store: Annotated[Path | None, typer.Option(help="Episode store (created when missing).")] = None,
+    episodes_per_iteration: Annotated[
+        int | None, typer.Option(help="Committed episodes per iteration.")
+    ] = None,
+    max_episodes: Annotated[int | None, typer.Option(help="Stop after this many committed episodes.")] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Stop after this many iterations.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of envs, mixing and the initial student.")] = None,
+    keep_failed: Annotated[
+        bool | None, typer.Option(help="expert_demo: also commit failed episodes.")
+    ] = None,
+    success_only: Annotated[bool | None, typer.Option(help="dagger_sync: commit only successes.")] = None,
+    durability: Annotated[str | None, typer.Option(help="fsync (default) | process.")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: time-based).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override any config field: dotted.name=value.")
+    ] = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="Progress as JSON lines on stderr.")] = False,
+) -> None:
+    """Collect episodes into a store (expert_demo or dagger_sync); SIGTERM stops cleanly."""
+    from odsd.collect import Collector, load_config
+
+    overrides = {
+        "mode": mode,
+        "task": task,
+        "expert": expert,
+        "student": student,
+        "num_envs": num_envs,
+        "device": device,
+        "store": store,
+        "episodes_per_iteration": episodes_per_iteration,
+        "max_episodes": max_episodes,
+        "max_iterations": max_iterations,
+        "duration_s": duration,
+        "seed": seed,
+        "keep_failed": keep_failed,
+        "success_only": success_only,
+        "durability": durability,
+        "run_id": run_id,
+    }
+    cfg = load_config(config, overrides, set_)
+    if cfg.mode == "eval":
+        raise typer.BadParameter("use `odsd eval` for student-only evaluation", param_hint="--mode")
+    collector = Collector(cfg, on_report=_reporter(json_logs))
+    with GracefulStop() as signals:
+        summary = collector.run(signals.stop, abort=signals.abort)
+    table = Table(title=f"odsd collect: run {summary.run_id} ({summary.stop_reason})")
+    for col in ("iteration", "beta", "policy", "episodes", "committed", "success", "steps/s"):
+        table.add_column(col, justify="right")
+    for it in summary.per_iteration:
+        sr = it.get("collection_success_rate")
+        table.add_row(
+            str(it["iteration"]),
+            f"{it['beta']:.3f}",
+            f"v{it['policy_version']}",
+            str(it["episodes_finished"]),
+            str(it["episodes_committed"]),
+            "-" if sr is None else f"{sr:.0%}",
+            f"{it['env_steps_per_s']:.0f}",
+        )
+    console.print(table)
+    console.print(
+        f"store {cfg.store}: watermark {summary.watermark}, {summary.episodes_committed} episodes / "
+        f"{summary.frames_committed} frames committed in {summary.elapsed_s:.1f}s"
+    )
+
+
+def eval_cmd(
+    policy: Annotated[Path, typer.Option(help="Policy snapshot (vNNNNNN dir) or a directory of snapshots.")],
+    task: Annotated[str, typer.Option(help="Task to evaluate on.")] = "pick_place",
+    episodes: Annotated[int, typer.Option(min=1, help="Number of episodes.")] = 100,
+    num_envs: Annotated[int, typer.Option(min=1, help="Env rows stepped together.")] = 16,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps.")] = "cpu",
+    seed: Annotated[int, typer.Option(help="Seed of the evaluation envs.")] = 1000,
+    expert: Annotated[
+        str, typer.Option(help="Expert used only to label phases/segments ('none' to skip).")
+    ] = "planner",
+    store: Annotated[
+        Path | None, typer.Option(help="Also commit the evaluation episodes to this store.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Run the student alone and report student-only success (95% CI), length and failure points."""
+    from odsd.collect import CollectConfig, Collector
+    from odsd.collect.evaluation import summarize_eval
+    from odsd.policies.errors import SnapshotNotFoundError
+
+    if not policy.exists():
+        raise SnapshotNotFoundError(f"{policy}: no such policy snapshot")
+    cfg = CollectConfig(
+        mode="eval",
+        task=task,
+        expert=expert,
+        student=str(policy),
+        num_envs=min(num_envs, episodes),
+        device=device,
+        seed=seed,
+        max_episodes=episodes,
+        store=store or Path("unused"),
+        durability="process",
+    )
+    collector = Collector(cfg, commit_store=store is not None)
+    collector.run()
+    result = summarize_eval(collector.eval_episodes)
+    data = {
+        **result.__dict__,
+        "policy": str(policy),
+        "policy_version": collector.policy_version,
+        "task": task,
+    }
+    if json_out:
+        print_json(data)
+        return
+    lo, hi = result.ci95
+    console.print(
+        f"student-only success on {task}: {result.success_rate:.1%} ({result.successes}/{result.episodes}, "
+        f"95% CI {lo:.1%}–{hi:.1%}); mean length {result.mean_length:.1f}; policy v{collector.policy_version}"
+    )
+    if result.failure_points:
+        table = Table(title="failed episodes by the segment they ended in")
+        table.add_column("segment")
+        table.add_column("failures", justify="right")
+        for name, count in result.failure_points.items():
+            table.add_row(name, str(count))
+        console.print(table)
+
+
+def check_env_cmd(
+    task: Annotated[str, typer.Argument(help="Built-in task, gymnasium:<id> or module:factory.")],
+    num_envs: Annotated[int, typer.Option(min=1)] = 2,
+    device: Annotated[str, typer.Option()] = "cpu",
+    steps: Annotated[int, typer.Option(min=1, help="Smoke-test steps.")] = 20,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> int:
+    """Build an env, validate its spec, run a reset/step smoke test and print the spec."""
+    from odsd.envs import check_env
+
+    report = check_env(task, num_envs=num_envs, device=device, steps=steps)
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        console.print(report.rich_table())
+    return 0 if getattr(report, "ok", True) else 1

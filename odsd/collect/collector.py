@@ -1,0 +1,504 @@
+"""The collection loop: exact DAgger transitions, per-row episodes, batched commits.
+
+Per step and env row (DESIGN.md §4): freeze the pre-action observation, query student and
+expert on it, select the behavior action, step the env, record the transition in the row's
+episode buffer. Finished rows are copied out once, committed by the writer thread and reset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+
+from odsd.collect.beta import BetaSchedule
+from odsd.collect.buffers import EpisodeBuffers
+from odsd.collect.commit_worker import CommitStats, CommitWorker
+from odsd.collect.config import CollectConfig
+from odsd.collect.frames import SOURCE_EXPERT, SOURCE_HOLD, SOURCE_STUDENT, frame_features
+from odsd.collect.metrics import MetricsLog, MetricsWindow, rss_bytes
+from odsd.collect.mixing import BetaMixer
+from odsd.collect.segments import SegmentTracker, segment_table
+from odsd.collect.student import StudentSource
+from odsd.envs import STATE_KEY, VecEnv, make_env, safe_hold_action
+from odsd.errors import ConfigError
+from odsd.experts import Expert, make_expert, validate_query
+from odsd.experts.failures import failure_name
+from odsd.policies.snapshot import LoadedPolicy
+from odsd.schema import CommitContext, EpisodeMeta
+from odsd.store import CommitResult, Episode, EpisodeStore
+
+log = logging.getLogger("odsd.collect")
+
+
+@dataclass
+class Progress:
+    """Counters that define where a run is; persisted in run-state manifests."""
+
+    iteration: int = 0
+    episodes_in_iteration: int = 0
+    episodes_accepted: int = 0
+    episodes_finished: int = 0
+    episodes_committed: int = 0
+    frames_committed: int = 0
+    env_steps: int = 0
+    successes: int = 0
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    mode: str
+    iterations: int
+    episodes_finished: int
+    episodes_committed: int
+    frames_committed: int
+    success_rate: float | None
+    watermark: int | None
+    elapsed_s: float
+    stop_reason: str
+    per_iteration: list[dict[str, Any]] = field(default_factory=list)
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+class Collector:
+    """Runs one collection run described by a :class:`CollectConfig`.
+
+    >>> cfg = CollectConfig(mode="dagger_sync", task="pick_place", num_envs=16, store="data.odsd",
+    ...                     episodes_per_iteration=32, max_iterations=2)
+    >>> summary = Collector(cfg).run()
+
+    ``stop`` (a :class:`threading.Event`) ends the run gracefully: no new episodes are counted,
+    partial episodes are discarded, finished ones are committed.
+    """
+
+    def __init__(
+        self,
+        config: CollectConfig,
+        *,
+        env: VecEnv | None = None,
+        expert: Expert | None = None,
+        commit_store: bool = True,
+        on_report: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.device = torch.device(config.device)
+        self.env = env or make_env(
+            config.task, num_envs=config.num_envs, device=self.device, seed=config.seed, **config.task_kwargs
+        )
+        self.spec = self.env.spec
+        self.n = self.spec.num_envs
+        self.expert = expert if expert is not None else self._make_expert()
+        self._check_mode()
+        self.run_id = config.run_id or new_run_id()
+        self.schedule: BetaSchedule = config.beta
+        self.progress = Progress()
+        self.features = frame_features(self.spec, record_state=config.record_state)
+        self.store: EpisodeStore | None = None
+        self.worker: CommitWorker | None = None
+        if commit_store:
+            self.store = EpisodeStore.open_or_create(
+                config.store,
+                features=self.features,
+                fps=self.spec.control_hz,
+                robot_type=self.spec.task,
+                durability=config.durability,
+            )
+        self.run_dir = self.store.root / "runs" / self.run_id if self.store else None
+        self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl" if self.run_dir else None)
+        self.on_report = on_report
+        self.students = StudentSource(config.policies_dir, self.spec, device=self.device, seed=config.seed)
+        self.student: LoadedPolicy | None = None
+        self.mixer = BetaMixer(self.n, seed=config.seed + 7919, unit=config.mixing)
+        max_steps = self.spec.max_episode_steps
+        self.buffers = EpisodeBuffers(self.features, self.n, max_steps, self.device)
+        self.step_index = torch.zeros(self.n, dtype=torch.long, device=self.device)
+        self.segments = SegmentTracker(self.n, self.device)
+        self.episode_beta = torch.zeros(self.n, dtype=torch.float32, device=self.device)
+        self.episode_started: list[str] = [""] * self.n
+        self._lock = threading.Lock()
+        self.window = MetricsWindow()
+        self.iteration_window = MetricsWindow()
+        self.per_iteration: list[dict[str, Any]] = []
+        self.last_error: str | None = None
+        self.eval_episodes: list[EpisodeMeta] = []
+        quota = config.max_episodes or 0
+        self._eval_quota = [quota // self.n + (1 if r < quota % self.n else 0) for r in range(self.n)]
+
+    # -- setup --------------------------------------------------------------------------------
+
+    def _make_expert(self) -> Expert | None:
+        if self.config.mode == "eval" and self.config.expert in ("", "none"):
+            return None
+        return make_expert(self.config.expert, self.spec, **self.config.expert_kwargs)
+
+    def _check_mode(self) -> None:
+        if self.config.mode == "dagger_sync":
+            if self.expert is None:
+                raise ConfigError("dagger_sync needs an expert")
+            if self.expert.spec.kind == "demo" or not self.expert.spec.state_conditioned:
+                raise ConfigError(
+                    f"dagger_sync needs a state-conditioned expert; {self.expert.spec.name!r} is "
+                    f"{self.expert.spec.kind} (open-loop demos are for BC only; use --mode expert_demo)"
+                )
+        if self.config.mode == "expert_demo" and self.expert is None:
+            raise ConfigError("expert_demo needs an expert")
+
+    @property
+    def beta(self) -> float:
+        if self.config.mode == "expert_demo":
+            return 1.0
+        if self.config.mode == "eval":
+            return 0.0
+        return self.schedule.value(self.progress.iteration)
+
+    @property
+    def needs_student(self) -> bool:
+        return self.config.mode != "expert_demo"
+
+    @property
+    def policy_version(self) -> int:
+        return self.student.version if self.student is not None else -1
+
+    def _load_student(self) -> None:
+        if not self.needs_student:
+            return
+        self.student = self.students.load_newest(create=self.config.mode == "dagger_sync")
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None, *, abort: threading.Event | None = None) -> RunSummary:
+        """Collect until a bound in the config is reached or ``stop`` is set.
+
+        ``abort`` (set after ``stop``, e.g. by a second signal) drops finished episodes that are
+        still queued instead of committing them; a partial episode is never committed.
+        """
+        stop = stop or threading.Event()
+        abort = abort or threading.Event()
+        started = time.monotonic()
+        self._load_student()
+        if self.store is not None:
+            self._write_run_file()
+            self.worker = CommitWorker(
+                self.store.writer(run_id=self.run_id, writer_id=f"{self.run_id}-{uuid.uuid4().hex[:6]}"),
+                max_batch_episodes=self.config.commit_max_episodes,
+                max_batch_age_s=self.config.commit_max_age_s,
+                queue_size=self.config.queue_size,
+                context=self._commit_context,
+                on_commit=self._on_commit,
+            )
+        obs, info = self.env.reset(seed=self.config.seed)
+        all_rows = torch.arange(self.n, device=self.device)
+        self._start_episodes(all_rows, obs, info)
+        last_report = time.monotonic()
+        stop_reason = "stopped"
+        try:
+            while True:
+                reason = self._should_stop(stop, started)
+                if reason:
+                    stop_reason = reason
+                    break
+                obs = self._step(obs, all_rows)
+                if self.worker is not None:
+                    self.worker.check()
+                if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
+                    self._end_iteration()
+                if time.monotonic() - last_report >= self.config.metrics_interval_s:
+                    self._report("rolling", self.window)
+                    self.window = MetricsWindow()
+                    last_report = time.monotonic()
+        finally:
+            if self.worker is not None:
+                self.worker.close(discard_pending=abort.is_set())
+            self.env.close()
+        if self.iteration_window.episodes_finished:
+            self._record_iteration()
+        final = {**self.progress.__dict__, "stop_reason": stop_reason}
+        self._emit("final", final)
+        watermark = self.store.watermark if self.store else None
+        finished = self.progress.episodes_finished
+        return RunSummary(
+            run_id=self.run_id,
+            mode=self.config.mode,
+            iterations=len(self.per_iteration),
+            episodes_finished=finished,
+            episodes_committed=self.progress.episodes_committed,
+            frames_committed=self.progress.frames_committed,
+            success_rate=self.progress.successes / finished if finished else None,
+            watermark=watermark,
+            elapsed_s=time.monotonic() - started,
+            stop_reason=stop_reason,
+            per_iteration=self.per_iteration,
+        )
+
+    def _write_run_file(self) -> None:
+        assert self.run_dir is not None and self.store is not None
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        info = {
+            "run_id": self.run_id,
+            "created": datetime.now(UTC).isoformat(),
+            "config": self.config.model_dump(mode="json"),
+            "env_layout_hash": self.spec.layout_hash(),
+            "schema_hash": self.store.manifest.schema_hash(),
+            "expert": None if self.expert is None else self.expert.spec.__dict__,
+        }
+        (self.run_dir / "run.json").write_text(json.dumps(info, indent=1, default=str))
+
+    def _should_stop(self, stop: threading.Event, started: float) -> str | None:
+        cfg = self.config
+        if stop.is_set():
+            return "signal"
+        if cfg.mode == "eval":
+            if cfg.max_episodes is not None and len(self.eval_episodes) >= cfg.max_episodes:
+                return "max_episodes"
+        elif cfg.max_episodes is not None and self.progress.episodes_accepted >= cfg.max_episodes:
+            return "max_episodes"
+        if cfg.max_iterations is not None and self.progress.iteration >= cfg.max_iterations:
+            return "max_iterations"
+        if cfg.duration_s is not None and time.monotonic() - started >= cfg.duration_s:
+            return "duration"
+        return None
+
+    def _step(self, obs: dict[str, torch.Tensor], all_rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        spec = self.spec
+        frozen = {k: v.clone() for k, v in obs.items()}
+        flat = spec.flatten_observation(frozen)
+        state = flat[STATE_KEY]
+        beta = self.beta
+        low = spec.action.low_tensor(self.device)
+        high = spec.action.high_tensor(self.device)
+
+        if self.student is not None:
+            student_action = self.student.policy(state).to(self.device, torch.float32)
+            student_valid = torch.isfinite(student_action).all(dim=1) & (
+                (student_action >= low - 1e-5) & (student_action <= high + 1e-5)
+            ).all(dim=1)
+        else:
+            student_action = torch.zeros((self.n, spec.action.dim), device=self.device)
+            student_valid = torch.zeros(self.n, dtype=torch.bool, device=self.device)
+
+        latency = None
+        if self.expert is not None:
+            t0 = time.perf_counter()
+            query = validate_query(self.expert.act(frozen, env_ids=all_rows), spec, self.n)
+            latency = time.perf_counter() - t0
+            expert_action = query.action.to(torch.float32)
+            expert_valid = query.valid
+            failure = query.failure if query.failure is not None else torch.zeros(self.n, dtype=torch.int32)
+            failure = failure.to(self.device, torch.int32)
+            confidence = (
+                query.confidence.to(self.device, torch.float32)
+                if query.confidence is not None
+                else expert_valid.to(torch.float32)
+            )
+            phase = query.metadata.get("phase")
+        else:
+            expert_action = torch.zeros_like(student_action)
+            expert_valid = torch.zeros(self.n, dtype=torch.bool, device=self.device)
+            failure = torch.zeros(self.n, dtype=torch.int32, device=self.device)
+            confidence = torch.zeros(self.n, dtype=torch.float32, device=self.device)
+            phase = None
+
+        use_expert = self.mixer.use_expert(beta, self.device)
+        take_expert = (use_expert & expert_valid) | (~use_expert & ~student_valid & expert_valid)
+        take_student = ~take_expert & student_valid
+        hold = ~take_expert & ~take_student
+        behavior = torch.where(take_expert[:, None], expert_action, student_action)
+        if bool(hold.any()):
+            behavior = torch.where(hold[:, None], safe_hold_action(self.env).to(self.device), behavior)
+        source = torch.full((self.n,), SOURCE_STUDENT, dtype=torch.int8, device=self.device)
+        source[take_expert] = SOURCE_EXPERT
+        source[hold] = SOURCE_HOLD
+
+        seg_id, seg_step, seg_start = self.segments.advance(phase, self.step_index)
+        next_obs, reward, terminated, truncated, info = self.env.step(behavior)
+        success = info["success"].to(self.device, torch.bool)
+
+        frame: dict[str, torch.Tensor] = dict(flat)
+        frame.update(
+            {
+                "action.expert": expert_action,
+                "action.expert_valid": expert_valid,
+                "action.expert_confidence": confidence,
+                "action.expert_failure": failure,
+                "action.student": student_action,
+                "action.student_valid": student_valid,
+                "action.behavior": behavior,
+                "action.source": source,
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "success": success,
+                "episode_step": self.step_index,
+                "segment_id": seg_id,
+                "segment_step": seg_step,
+                "segment_start": seg_start,
+                "policy_version": torch.full(
+                    (self.n,), self.policy_version, dtype=torch.int32, device=self.device
+                ),
+                "beta": torch.full((self.n,), beta, dtype=torch.float32, device=self.device),
+            }
+        )
+        if self.config.record_state:
+            raise ConfigError("record_state is not supported yet")
+        self.buffers.record(frame, self.step_index)
+        self.step_index += 1
+
+        invalid = Counter()
+        if self.expert is not None and not bool(expert_valid.all()):
+            codes, counts = torch.unique(failure[~expert_valid], return_counts=True)
+            invalid.update(
+                {failure_name(int(c)): int(k) for c, k in zip(codes.tolist(), counts.tolist(), strict=True)}
+            )
+        both = expert_valid & student_valid if self.student is not None and self.expert is not None else None
+        executed = int(take_expert.sum())
+        for window in (self.window, self.iteration_window):
+            window.add_step(
+                rows=self.n,
+                expert_latency_s=latency,
+                invalid_reasons=invalid,
+                expert_action=expert_action if both is not None else None,
+                student_action=student_action if both is not None else None,
+                both_valid=both,
+                expert_executed=executed,
+            )
+        self.progress.env_steps += self.n
+
+        done = terminated | truncated
+        if bool(done.any()):
+            rows = done.nonzero().squeeze(1)
+            self._finish_episodes(rows, terminated, truncated, success)
+            next_obs, reset_info = self.env.reset(env_ids=rows)
+            self._start_episodes(rows, next_obs, reset_info)
+        return next_obs
+
+    def _start_episodes(self, rows: torch.Tensor, obs: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
+        self.step_index[rows] = 0
+        self.segments.reset(rows)
+        self.mixer.start_episodes(rows)
+        self.episode_beta[rows] = self.beta
+        now = datetime.now(UTC).isoformat()
+        for r in rows.tolist():
+            self.episode_started[r] = now
+        if self.expert is not None:
+            self.expert.reset(rows, obs, info)
+
+    def _finish_episodes(
+        self, rows: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, success: torch.Tensor
+    ) -> None:
+        lengths = self.step_index[rows]
+        episodes = self.buffers.take(rows, lengths)
+        now = datetime.now(UTC).isoformat()
+        phase_names = list(getattr(self.expert, "phase_names", []) or [])
+        for j, row in enumerate(rows.tolist()):
+            frames = episodes[j]
+            ok = bool(success[row])
+            term, trunc = bool(terminated[row]), bool(truncated[row])
+            reason = "success" if ok else ("truncated" if trunc and not term else "terminated")
+            versions = frames["policy_version"]
+            meta = EpisodeMeta(
+                length=int(lengths[j]),
+                run_id=self.run_id,
+                iteration=self.progress.iteration,
+                env_row=row,
+                seed=self.config.seed,
+                success=ok,
+                terminated=term,
+                truncated=trunc,
+                terminal_reason=reason,
+                policy_version_first=int(versions[0]) if self.needs_student else None,
+                policy_version_last=int(versions[-1]) if self.needs_student else None,
+                expert_name=self.expert.spec.name if self.expert is not None else None,
+                expert_version=self.expert.spec.version if self.expert is not None else None,
+                beta=float(self.episode_beta[row]),
+                task=self.spec.task_description,
+                segments=segment_table(frames["segment_id"], phase_names, ok, reason),
+                started=self.episode_started[row],
+                finished=now,
+            )
+            if self.config.mode == "eval":
+                if self._eval_quota[row] <= 0:
+                    continue
+                self._eval_quota[row] -= 1
+                self.eval_episodes.append(meta)
+            self.progress.episodes_finished += 1
+            self.progress.successes += int(ok)
+            for window in (self.window, self.iteration_window):
+                window.episodes_finished += 1
+                window.successes += int(ok)
+                window.lengths.append(meta.length)
+            if not self._accept(ok):
+                continue
+            self.progress.episodes_accepted += 1
+            self.progress.episodes_in_iteration += 1
+            if self.worker is not None:
+                self.worker.submit(Episode(frames=frames, meta=meta))
+            if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
+                # Later rows of this step belong to the next iteration.
+                self._end_iteration()
+
+    def _accept(self, success: bool) -> bool:
+        mode = self.config.mode
+        if mode == "expert_demo":
+            return success or self.config.keep_failed
+        if mode == "dagger_sync":
+            return success or not self.config.success_only
+        return self.worker is not None
+
+    def _end_iteration(self) -> None:
+        """Synchronized point: drain commits, record metrics, load the newest student, advance beta."""
+        if self.worker is not None:
+            self.worker.drain()
+        self._record_iteration()
+        self.progress.iteration += 1
+        self.progress.episodes_in_iteration = 0
+        self._load_student()
+
+    def _record_iteration(self) -> None:
+        summary = self.iteration_window.summary()
+        summary.update(iteration=self.progress.iteration, beta=self.beta, policy_version=self.policy_version)
+        self.per_iteration.append(summary)
+        self._report("iteration", self.iteration_window, summary)
+        self.iteration_window = MetricsWindow()
+
+    def _report(self, kind: str, window: MetricsWindow, summary: dict[str, Any] | None = None) -> None:
+        data = summary or window.summary()
+        data.setdefault("iteration", self.progress.iteration)
+        data.setdefault("beta", self.beta)
+        data.setdefault("policy_version", self.policy_version)
+        data["writer_queue_depth"] = self.worker.depth if self.worker else 0
+        data["rss_bytes"] = rss_bytes()
+        data["episodes_committed_total"] = self.progress.episodes_committed
+        self._emit(kind, data)
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        record = {"kind": kind, "time": datetime.now(UTC).isoformat(), "run_id": self.run_id, **data}
+        self.metrics_log.write(record)
+        if self.on_report is not None:
+            self.on_report(kind, record)
+
+    def _commit_context(self) -> CommitContext:
+        return CommitContext(
+            iteration=self.progress.iteration, beta=self.beta, policy_version=self.policy_version
+        )
+
+    def _on_commit(self, result: CommitResult, stats: CommitStats) -> None:
+        with self._lock:
+            self.progress.episodes_committed += stats.episodes
+            self.progress.frames_committed += stats.frames
+            for window in (self.window, self.iteration_window):
+                window.episodes_committed += stats.episodes
+                window.frames_committed += stats.frames
+                window.commit_latency_s.append(stats.latency_s)

@@ -1,0 +1,118 @@
+"""``CollectConfig``: the validated configuration of a collection run (TOML file + CLI flags)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from odsd.collect.beta import BetaSchedule
+from odsd.errors import ConfigError
+
+Mode = Literal["expert_demo", "dagger_sync", "eval"]
+
+
+class CollectConfig(BaseModel):
+    """Everything that decides what a run collects. Unknown keys are rejected.
+
+    ``odsd collect --config run.toml --num-envs 64 --set beta.decay=0.7`` loads the file, then
+    applies flags; every field can be set with ``--set dotted.name=value`` (value parsed as JSON,
+    else taken as a string).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Mode = "dagger_sync"
+    task: str = "pick_place"
+    task_kwargs: dict[str, Any] = Field(default_factory=dict)
+    expert: str = "planner"
+    expert_kwargs: dict[str, Any] = Field(default_factory=dict)
+    student: str | None = None
+    """A policy snapshot directory, or a directory of versioned snapshots; default: ``<store>/policies``."""
+    store: Path = Path("odsd-store")
+    num_envs: int = Field(default=16, ge=1)
+    device: str = "cpu"
+    seed: int = 0
+    episodes_per_iteration: int = Field(default=64, ge=1)
+    max_episodes: int | None = Field(default=None, ge=1)
+    max_iterations: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    beta: BetaSchedule = Field(default_factory=BetaSchedule)
+    mixing: Literal["step", "episode"] = "step"
+    keep_failed: bool = False
+    """expert_demo: also commit failed episodes."""
+    success_only: bool = False
+    """dagger_sync: commit only successful episodes."""
+    record_state: bool = False
+    commit_max_episodes: int = Field(default=32, ge=1)
+    commit_max_age_s: float = Field(default=2.0, gt=0)
+    queue_size: int = Field(default=256, ge=1)
+    durability: Literal["fsync", "process"] = "fsync"
+    run_id: str | None = None
+    metrics_interval_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CollectConfig:
+        if self.device != "cpu" and not (self.device.startswith("cuda") or self.device.startswith("mps")):
+            raise ValueError(f"device must be cpu, cuda[:N] or mps, got {self.device!r}")
+        return self
+
+    @property
+    def policies_dir(self) -> Path:
+        return Path(self.student) if self.student else self.store / "policies"
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that must not change when a run resumes (they change what the data means)."""
+        return {
+            "task": self.task,
+            "task_kwargs": self.task_kwargs,
+            "expert": self.expert,
+            "mode": self.mode,
+            "record_state": self.record_state,
+        }
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected dotted.name=value")
+    key, raw = item.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def load_config(
+    path: Path | None = None, overrides: dict[str, Any] | None = None, sets: list[str] | None = None
+) -> CollectConfig:
+    """Merge a TOML file, explicit flag values (non-None) and ``--set`` items; validate once."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    for item in sets or []:
+        keys, value = parse_override(item)
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: {k} is not a table")
+        node[keys[-1]] = value
+    try:
+        return CollectConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        source = f"{path}: " if path else ""
+        raise ConfigError(f"{source}{where}: {first['msg']}") from exc
