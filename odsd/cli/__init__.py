@@ -13,6 +13,7 @@ import typer
 from typer.exceptions import TyperException
 
 from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd
+from odsd.cli.demo import demo_cmd
 from odsd.cli.store import store_app
 from odsd.errors import OdsdError
 
@@ -31,6 +32,7 @@ app.add_typer(store_app, name="store")
 app.command("collect")(collect_cmd)
 app.command("eval")(eval_cmd)
 app.command("check-env")(check_env_cmd)
+app.command("demo")(demo_cmd)
 
 
 @app.command()
