@@ -102,6 +102,8 @@ class Collector:
         self.n = self.spec.num_envs
         self.expert = expert if expert is not None else self._make_expert()
         self._check_mode()
+        if config.record_state and (self.spec.state is None or not hasattr(self.env, "get_state")):
+            raise ConfigError(f"record_state: task {self.spec.task!r} declares no simulator state layout")
         self.run_id = config.run_id or new_run_id()
         self.schedule: BetaSchedule = config.beta
         self.progress = Progress()
@@ -323,6 +325,7 @@ class Collector:
         source[hold] = SOURCE_HOLD
 
         seg_id, seg_step, seg_start = self.segments.advance(phase, self.step_index)
+        pre_state = self.env.get_state() if self.config.record_state else None  # type: ignore[attr-defined]
         next_obs, reward, terminated, truncated, info = self.env.step(behavior)
         success = info["success"].to(self.device, torch.bool)
 
@@ -351,8 +354,8 @@ class Collector:
                 "beta": torch.full((self.n,), beta, dtype=torch.float32, device=self.device),
             }
         )
-        if self.config.record_state:
-            raise ConfigError("record_state is not supported yet")
+        if pre_state is not None:
+            frame.update({f"state.{name}": value for name, value in pre_state.items()})
         self.buffers.record(frame, self.step_index)
         self.step_index += 1
 

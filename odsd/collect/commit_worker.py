@@ -77,7 +77,7 @@ class CommitWorker:
         with self._flushed:
             self._flush_requests += 1
             ticket = self._flush_requests
-        self._queue.put(_FLUSH)
+        self._put_control(_FLUSH)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._flushed:
             while self._flush_done < ticket and self._error is None:
@@ -95,9 +95,17 @@ class CommitWorker:
                     self._queue.get_nowait()
                 except queue.Empty:
                     break
-        self._queue.put(_STOP)
+        self._put_control(_STOP)
         self._thread.join()
         self.check()
+
+    def _put_control(self, item: object) -> None:
+        # A dead thread (commit error) never empties a full queue: don't block on it forever.
+        while self._thread.is_alive():
+            try:
+                return self._queue.put(item, timeout=0.1)
+            except queue.Full:
+                continue
 
     def _run(self) -> None:
         batch: list[Episode] = []
