@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from odsd.envs import EnvSpec
+from odsd.policies.errors import SnapshotNotFoundError
 from odsd.policies.meta import NormalizationStats, PolicyMeta
 from odsd.policies.mlp import ARCHITECTURE, ReferenceMLP
 from odsd.policies.snapshot import LoadedPolicy, latest_snapshot, load_snapshot, publish_snapshot
@@ -62,7 +63,7 @@ class StudentSource:
         path = self._newest()
         if path is None:
             if not create:
-                raise FileNotFoundError(f"no complete policy snapshot under {self.dir}")
+                raise SnapshotNotFoundError(f"{self.dir}: no complete policy snapshot (vNNNNNN with COMPLETE)")
             path = publish_initial_student(self.dir, self.spec, seed=self.seed)
             log.warning(
                 "no student snapshot under %s: starting from a freshly initialized reference MLP (v0)",

@@ -1,0 +1,224 @@
+"""`check_env`: a reset/step smoke test of any task, as a pure function returning a report.
+
+::
+
+    report = check_env("pick_place", num_envs=4)
+    report.ok                      # every check passed
+    rich.print(report.rich_table())
+    json.dumps(report.to_dict())
+
+The CLI (``odsd check-env TASK``) renders the report; this module prints nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from odsd.envs.protocol import SupportsState, VecEnv, safe_hold_action
+from odsd.envs.spec import EnvSpec
+
+
+@dataclass
+class CheckItem:
+    """One named check and its outcome."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_env` found: the spec, per-check results and step throughput."""
+
+    task: str
+    spec: EnvSpec | None
+    checks: list[CheckItem] = field(default_factory=list)
+    steps_per_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (spec layout, params, checks, throughput)."""
+        spec = self.spec
+        return {
+            "task": self.task,
+            "ok": self.ok,
+            "steps_per_s": self.steps_per_s,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "spec": None
+            if spec is None
+            else {
+                "task_description": spec.task_description,
+                "num_envs": spec.num_envs,
+                "device": str(spec.device),
+                "step_dt": spec.step_dt,
+                "control_hz": spec.control_hz,
+                "max_episode_steps": spec.max_episode_steps,
+                "layout_hash": spec.layout_hash(),
+                "layout": spec.layout(),
+                "features": {k: {**v, "shape": list(v["shape"])} for k, v in spec.features().items()},
+                "state": None if spec.state is None else {f.name: list(f.shape) for f in spec.state.fields},
+            },
+        }
+
+    def rich_table(self) -> Any:
+        """A ``rich`` renderable: spec summary, observation/action layout and check results."""
+        from rich.console import Group
+        from rich.table import Table
+
+        parts: list[Any] = []
+        spec = self.spec
+        if spec is not None:
+            summary = Table(title=f"{self.task}: {spec.task_description}", show_header=False)
+            summary.add_column("field", style="bold")
+            summary.add_column("value")
+            for name, value in (
+                ("num_envs", spec.num_envs),
+                ("device", spec.device),
+                ("step_dt / control_hz", f"{spec.step_dt:g} s / {spec.control_hz:g} Hz"),
+                ("max_episode_steps", spec.max_episode_steps),
+                ("action", f"{spec.action.kind} dim={spec.action.dim} normalized={spec.action.normalized}"),
+                ("layout_hash", spec.layout_hash()[:16]),
+                (
+                    "state layout",
+                    "none" if spec.state is None else ", ".join(f.name for f in spec.state.fields),
+                ),
+                ("steps/s", "-" if self.steps_per_s is None else f"{self.steps_per_s:,.0f}"),
+            ):
+                summary.add_row(name, str(value))
+            parts.append(summary)
+            layout = Table(title="observation and action layout")
+            for column in ("key", "shape", "dtype", "in", "names / bounds"):
+                layout.add_column(column)
+            for key in spec.observation:
+                where = [
+                    g
+                    for g, keys in (("state", spec.state_keys), ("env", spec.environment_state_keys))
+                    if keys and key.name in keys
+                ]
+                layout.add_row(
+                    key.name,
+                    str(key.shape),
+                    key.dtype,
+                    "+".join(where) or "-",
+                    ", ".join(key.element_names()),
+                )
+            bounds = ", ".join(
+                f"{n}[{lo:g},{hi:g}]"
+                for n, lo, hi in zip(
+                    spec.action.element_names(), spec.action.low, spec.action.high, strict=True
+                )
+            )
+            layout.add_row("action", str((spec.action.dim,)), "float32", "-", bounds)
+            parts.append(layout)
+        checks = Table(title="checks")
+        checks.add_column("check")
+        checks.add_column("result")
+        checks.add_column("detail")
+        for c in self.checks:
+            checks.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
+        parts.append(checks)
+        return Group(*parts)
+
+
+def check_env(
+    task: str,
+    num_envs: int = 2,
+    device: str | torch.device = "cpu",
+    *,
+    seed: int = 0,
+    steps: int = 20,
+    **kwargs: Any,
+) -> CheckReport:
+    """Build ``task`` and run a reset/step smoke test; never raises for env faults.
+
+    Checks: construction, reset observation matches the spec, step output shapes/dtypes,
+    partial reset leaves other rows untouched, state round trip (when supported), close.
+    """
+    from odsd.envs.registry import make_env
+
+    report = CheckReport(task=task, spec=None)
+
+    def run(name: str, fn: Any) -> bool:
+        try:
+            detail = fn()
+        except Exception as exc:
+            report.checks.append(CheckItem(name, False, f"{type(exc).__name__}: {exc}"))
+            return False
+        report.checks.append(CheckItem(name, True, detail or ""))
+        return True
+
+    holder: dict[str, Any] = {}
+
+    def build() -> str:
+        holder["env"] = make_env(task, num_envs=num_envs, device=device, seed=seed, **kwargs)
+        report.spec = holder["env"].spec
+        return type(holder["env"]).__name__
+
+    if not run("construct", build):
+        return report
+    env: VecEnv = holder["env"]
+    spec = env.spec
+
+    def reset() -> str:
+        obs, _info = env.reset(seed=seed)
+        spec.validate_observation(obs)
+        flat = spec.flatten_observation(obs)
+        return ", ".join(f"{k}{tuple(v.shape)}" for k, v in flat.items())
+
+    def step() -> str:
+        hold = safe_hold_action(env)
+        start = time.perf_counter()
+        for _ in range(steps):
+            obs, reward, terminated, truncated, info = env.step(hold)
+            spec.validate_observation(obs)
+            n = spec.num_envs
+            for name, value, dtype in (
+                ("reward", reward, torch.float32),
+                ("terminated", terminated, torch.bool),
+                ("truncated", truncated, torch.bool),
+                ('info["success"]', info.get("success"), torch.bool),
+            ):
+                if not isinstance(value, torch.Tensor) or value.shape != (n,) or value.dtype != dtype:
+                    raise AssertionError(f"{name} must be a [{n}] {dtype} tensor, got {value!r:.80}")
+        elapsed = time.perf_counter() - start
+        report.steps_per_s = steps * spec.num_envs / max(elapsed, 1e-9)
+        return f"{steps} steps with the safe hold action"
+
+    def partial_reset() -> str:
+        before, _ = env.reset(seed=seed)
+        after, _ = env.reset(env_ids=torch.tensor([0], device=spec.device))
+        others = slice(1, None)
+        for key in before:
+            if not torch.equal(before[key][others], after[key][others]):
+                raise AssertionError(f"resetting row 0 changed other rows of {key!r}")
+        return "row 0 reset; rows 1.. unchanged"
+
+    def state_round_trip() -> str:
+        if not isinstance(env, SupportsState):
+            return "not supported (no get_state/set_state)"
+        env.reset(seed=seed)
+        state = env.get_state()
+        obs_a, *_ = env.step(safe_hold_action(env))
+        env.set_state(state)
+        obs_b, *_ = env.step(safe_hold_action(env))
+        for key in obs_a:
+            if not torch.allclose(obs_a[key], obs_b[key], atol=1e-5):
+                raise AssertionError(f"replay from get_state diverged on {key!r}")
+        return "step after set_state reproduces the original step"
+
+    run("reset", reset)
+    run("step", step)
+    if spec.num_envs > 1:
+        run("partial reset", partial_reset)
+    run("state round trip", state_round_trip)
+    run("close", lambda: env.close())
+    return report

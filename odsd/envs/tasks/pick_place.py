@@ -1,0 +1,202 @@
+"""`pick_place`: a kinematic gripper picks a cube and places it at a goal on the table.
+
+::
+
+    env = PickPlaceEnv(num_envs=256, device="cpu", seed=0)
+    obs, info = env.reset()
+    action = torch.zeros(256, 4)          # [ee velocity xyz in [-1, 1], gripper in [-1, 1]]
+    obs, reward, terminated, truncated, info = env.step(action)
+
+Physics (per 50 ms control step, all rows at once):
+
+- the end effector moves by ``action[:3] * max_speed * dt`` (clamped to the workspace);
+- the gripper opening ``g`` in ``[0, 1]`` moves by ``action[3] * gripper_speed * dt``
+  (positive opens); it is *closed* when ``g <= grasp_threshold``;
+- a grasp happens only on the step the gripper closes while the end effector is at the cube;
+  a closed gripper that arrives at the cube does not grasp it;
+- a grasped cube follows the end effector; opening releases it, and a cube released (or
+  slipping) above the table lands with an xy scatter proportional to the drop height;
+- success (terminal): cube released on the table within ``success_tol`` of the goal.
+
+Perturbations push the system off the expert's narrow path, from each row's own random stream:
+action noise, random end-effector pushes (``push_prob``), and grasp slips (``slip_prob``).
+Set them to zero for a deterministic task.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
+from odsd.envs.tasks.base import TorchTaskEnv
+
+WORKSPACE_LOW = (-0.3, -0.3, 0.01)
+WORKSPACE_HIGH = (0.3, 0.3, 0.3)
+CUBE_HALF = 0.02
+SPAWN_HALF_RANGE = 0.2
+
+
+def _xyz(prefix: str) -> tuple[str, str, str]:
+    return (f"{prefix}.x", f"{prefix}.y", f"{prefix}.z")
+
+
+class PickPlaceEnv(TorchTaskEnv):
+    """Batched multi-stage pick-and-place (see module docstring)."""
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        *,
+        max_episode_steps: int = 120,
+        step_dt: float = 0.05,
+        max_speed: float = 0.3,
+        gripper_speed: float = 5.0,
+        grasp_threshold: float = 0.5,
+        grasp_tol_xy: float = 0.01,
+        grasp_tol_z: float = 0.01,
+        success_tol: float = 0.02,
+        action_noise: float = 0.05,
+        push_prob: float = 0.02,
+        push_std: float = 0.02,
+        slip_prob: float = 0.005,
+        drop_scatter: float = 0.3,
+    ) -> None:
+        params = {
+            "max_speed": max_speed,
+            "gripper_speed": gripper_speed,
+            "grasp_threshold": grasp_threshold,
+            "grasp_tol_xy": grasp_tol_xy,
+            "grasp_tol_z": grasp_tol_z,
+            "success_tol": success_tol,
+            "action_noise": action_noise,
+            "push_prob": push_prob,
+            "push_std": push_std,
+            "slip_prob": slip_prob,
+            "drop_scatter": drop_scatter,
+            "cube_rest_z": CUBE_HALF,
+            "workspace_low": WORKSPACE_LOW,
+            "workspace_high": WORKSPACE_HIGH,
+        }
+        spec = EnvSpec(
+            task="pick_place",
+            task_description="pick the cube and place it at the goal",
+            observation=(
+                ObservationKey("ee_pos", (3,), names=_xyz("ee")),
+                ObservationKey("gripper", (1,), names=("gripper.opening",)),
+                ObservationKey("cube_pos", (3,), names=_xyz("cube")),
+                ObservationKey("goal_pos", (3,), names=_xyz("goal")),
+                ObservationKey("grasped", (1,), names=("grasped",)),
+                ObservationKey("cube_rel", (3,), names=_xyz("cube_rel")),
+                ObservationKey("goal_rel", (3,), names=_xyz("goal_rel")),
+            ),
+            action=ActionSpec(
+                dim=4,
+                low=(-1.0,) * 4,
+                high=(1.0,) * 4,
+                names=(*_xyz("ee_vel"), "gripper.cmd"),
+                kind="ee_delta_pos+gripper",
+                normalized=True,
+            ),
+            step_dt=step_dt,
+            max_episode_steps=max_episode_steps,
+            num_envs=num_envs,
+            device=torch.device(device),
+            state=self.state_spec(),
+            environment_state_keys=("cube_pos", "goal_pos"),
+            params=params,
+        )
+        self._ws_low = torch.tensor(WORKSPACE_LOW, device=spec.device)
+        self._ws_high = torch.tensor(WORKSPACE_HIGH, device=spec.device)
+        super().__init__(spec, seed)
+
+    @classmethod
+    def physical_fields(cls) -> tuple[StateField, ...]:
+        return (
+            StateField("ee_pos", (3,)),
+            StateField("gripper", (1,)),
+            StateField("cube_pos", (3,)),
+            StateField("goal_pos", (3,)),
+            StateField("grasped", (1,), "bool"),
+        )
+
+    def _reset_rows(self, ids: torch.Tensor) -> None:
+        u = self.rng.uniform(ids, 7)
+        r = SPAWN_HALF_RANGE
+        cube_xy = (u[:, 0:2] * 2 - 1) * r
+        angle = u[:, 2] * 2 * torch.pi
+        radius = 0.1 + u[:, 3] * 0.2
+        goal_xy = cube_xy + radius.unsqueeze(1) * torch.stack((torch.cos(angle), torch.sin(angle)), dim=1)
+        goal_xy = torch.clamp(goal_xy, -0.25, 0.25)
+        ee_xy = (u[:, 4:6] * 2 - 1) * 0.15
+        ee_z = 0.1 + u[:, 6:7] * 0.15
+        rest = torch.full_like(u[:, :1], CUBE_HALF)
+        self.s["cube_pos"][ids] = torch.cat((cube_xy, rest), dim=1)
+        self.s["goal_pos"][ids] = torch.cat((goal_xy, rest), dim=1)
+        self.s["ee_pos"][ids] = torch.cat((ee_xy, ee_z), dim=1)
+        self.s["gripper"][ids] = 1.0
+        self.s["grasped"][ids] = False
+
+    def _advance(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        p, dt = self.spec.params, self.spec.step_dt
+        n = self.spec.num_envs
+        rows = torch.arange(n, device=self.device)
+        gauss = self.rng.normal(rows, 9)
+        u = self.rng.uniform(rows, 2)
+        act = torch.clamp(action + gauss[:, :4] * p["action_noise"], -1.0, 1.0)
+
+        push = (u[:, :1] < p["push_prob"]) * gauss[:, 4:7] * p["push_std"]
+        ee = torch.clamp(
+            self.s["ee_pos"] + act[:, :3] * p["max_speed"] * dt + push, self._ws_low, self._ws_high
+        )
+        g_prev = self.s["gripper"]
+        g = torch.clamp(g_prev + act[:, 3:4] * p["gripper_speed"] * dt, 0.0, 1.0)
+        grasped = self.s["grasped"].squeeze(1)
+        cube = self.s["cube_pos"]
+
+        thr = p["grasp_threshold"]
+        near = (torch.linalg.vector_norm(ee[:, :2] - cube[:, :2], dim=1) < p["grasp_tol_xy"]) & (
+            (ee[:, 2] - cube[:, 2]).abs() < p["grasp_tol_z"]
+        )
+        closing = (g_prev.squeeze(1) > thr) & (g.squeeze(1) <= thr)
+        grasp = ~grasped & closing & near
+        release = grasped & (g.squeeze(1) > thr)
+        slip = grasped & ~release & (u[:, 1] < p["slip_prob"])
+        held = (grasped | grasp) & ~release & ~slip
+
+        rest = p["cube_rest_z"]
+        carried = torch.cat((ee[:, :2], torch.clamp(ee[:, 2:3], min=rest)), dim=1)
+        cube = torch.where(held.unsqueeze(1), carried, cube)
+        dropped = (release | slip).unsqueeze(1)
+        height = torch.clamp(cube[:, 2:3] - rest - 0.01, min=0.0)
+        landed_xy = torch.clamp(cube[:, :2] + gauss[:, 7:9] * p["drop_scatter"] * height, -0.3, 0.3)
+        landed = torch.cat((landed_xy, torch.full_like(height, rest)), dim=1)
+        cube = torch.where(dropped, landed, cube)
+
+        self.s["ee_pos"], self.s["gripper"], self.s["cube_pos"] = ee, g, cube
+        self.s["grasped"] = held.unsqueeze(1)
+
+        goal = self.s["goal_pos"]
+        to_goal = torch.linalg.vector_norm(cube[:, :2] - goal[:, :2], dim=1)
+        success = ~held & (to_goal < p["success_tol"])
+        to_cube = torch.linalg.vector_norm(cube - ee, dim=1)
+        reward = -to_goal - 0.5 * (~held).float() * to_cube + 10.0 * success.float()
+        return reward, success, success
+
+    def _observe(self) -> dict[str, torch.Tensor]:
+        s = self.s
+        return {
+            "ee_pos": s["ee_pos"].clone(),
+            "gripper": s["gripper"].clone(),
+            "cube_pos": s["cube_pos"].clone(),
+            "goal_pos": s["goal_pos"].clone(),
+            "grasped": s["grasped"].to(torch.float32),
+            "cube_rel": s["cube_pos"] - s["ee_pos"],
+            "goal_rel": s["goal_pos"] - s["cube_pos"],
+        }
+
+    def safe_hold_action(self, env_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Zero velocity and keep the gripper as it is (zero gripper velocity)."""
+        rows = self.spec.num_envs if env_ids is None else int(torch.as_tensor(env_ids).numel())
+        return torch.zeros(rows, 4, device=self.device)
