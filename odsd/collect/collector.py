@@ -406,6 +406,8 @@ class Collector:
         now = datetime.now(UTC).isoformat()
         phase_names = list(getattr(self.expert, "phase_names", []) or [])
         for j, row in enumerate(rows.tolist()):
+            if self.config.mode != "eval" and self._bound_reached():
+                break  # rows finishing in the step that reached max_iterations/max_episodes
             frames = episodes[j]
             ok = bool(success[row])
             term, trunc = bool(terminated[row]), bool(truncated[row])
@@ -451,6 +453,12 @@ class Collector:
             if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
                 # Later rows of this step belong to the next iteration.
                 self._end_iteration()
+
+    def _bound_reached(self) -> bool:
+        cfg, p = self.config, self.progress
+        return (cfg.max_iterations is not None and p.iteration >= cfg.max_iterations) or (
+            cfg.max_episodes is not None and p.episodes_accepted >= cfg.max_episodes
+        )
 
     def _accept(self, success: bool) -> bool:
         mode = self.config.mode

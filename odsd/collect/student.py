@@ -9,8 +9,8 @@ import torch
 
 from odsd.envs import EnvSpec
 from odsd.policies.errors import SnapshotNotFoundError
-from odsd.policies.meta import NormalizationStats, PolicyMeta
-from odsd.policies.mlp import ARCHITECTURE, ReferenceMLP
+from odsd.policies.fit import reference_meta
+from odsd.policies.mlp import ReferenceMLP
 from odsd.policies.snapshot import LoadedPolicy, latest_snapshot, load_snapshot, publish_snapshot
 
 log = logging.getLogger("odsd.collect")
@@ -30,13 +30,7 @@ def initial_student(spec: EnvSpec, *, seed: int, hidden: tuple[int, ...] = (256,
 
 def publish_initial_student(policies_dir: Path, spec: EnvSpec, *, seed: int) -> Path:
     model = initial_student(spec, seed=seed)
-    meta = PolicyMeta.for_env(
-        spec,
-        architecture=ARCHITECTURE,
-        arch_kwargs=model.arch_kwargs(),
-        normalization=NormalizationStats(action_low=spec.action.low, action_high=spec.action.high),
-        extra={"origin": "freshly initialized by odsd collect"},
-    )
+    meta = reference_meta(model, spec, extra={"origin": "freshly initialized by odsd collect"})
     return publish_snapshot(policies_dir, model, meta, version=0)
 
 
@@ -63,7 +57,9 @@ class StudentSource:
         path = self._newest()
         if path is None:
             if not create:
-                raise SnapshotNotFoundError(f"{self.dir}: no complete policy snapshot (vNNNNNN with COMPLETE)")
+                raise SnapshotNotFoundError(
+                    f"{self.dir}: no complete policy snapshot (vNNNNNN with COMPLETE)"
+                )
             path = publish_initial_student(self.dir, self.spec, seed=self.seed)
             log.warning(
                 "no student snapshot under %s: starting from a freshly initialized reference MLP (v0)",

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from odsd.envs import STATE_KEY, EnvSpec
-from odsd.policies.meta import NormalizationStats, PolicyMeta
-from odsd.policies.mlp import ARCHITECTURE, ReferenceMLP
+from odsd.policies.fit import reference_meta
+from odsd.policies.mlp import ReferenceMLP
 from odsd.policies.snapshot import publish_snapshot
 from odsd.store import Snapshot
 
@@ -93,16 +93,9 @@ def train_bc(
 
 def publish_bc(policies_dir: Path, model: ReferenceMLP, spec: EnvSpec, snapshot: Snapshot) -> Path:
     """Publish ``model`` as the next snapshot version, recording the data watermark it saw."""
-    meta = PolicyMeta.for_env(
+    meta = reference_meta(
+        model,
         spec,
-        architecture=ARCHITECTURE,
-        arch_kwargs=model.arch_kwargs(),
-        normalization=NormalizationStats(
-            obs_mean=model.obs_mean.tolist(),
-            obs_std=model.obs_std.tolist(),
-            action_low=model.action_low.tolist(),
-            action_high=model.action_high.tolist(),
-        ),
         parent_watermark=snapshot.watermark,
         extra={"frames": snapshot.num_frames, "episodes": snapshot.num_episodes},
     )
