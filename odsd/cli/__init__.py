@@ -12,8 +12,9 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd
+from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd, resume_cmd
 from odsd.cli.demo import demo_cmd
+from odsd.cli.status import status_cmd
 from odsd.cli.store import store_app
 from odsd.errors import OdsdError
 
@@ -30,6 +31,8 @@ app = typer.Typer(
 )
 app.add_typer(store_app, name="store")
 app.command("collect")(collect_cmd)
+app.command("resume")(resume_cmd)
+app.command("status")(status_cmd)
 app.command("eval")(eval_cmd)
 app.command("check-env")(check_env_cmd)
 app.command("demo")(demo_cmd)

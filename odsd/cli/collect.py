@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,34 +13,6 @@ from rich.table import Table
 from odsd.cli.output import console, err_console, print_json
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML run config.")]
-
-
-class GracefulStop:
-    """First SIGTERM/SIGINT: stop starting episodes and drain; second: drop what is not yet committed."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.abort = threading.Event()
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> GracefulStop:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.stop.is_set():
-            self.abort.set()
-            err_console.print("odsd: second signal: dropping uncommitted episodes and exiting")
-        else:
-            self.stop.set()
-            err_console.print(
-                f"odsd: {signal.Signals(signum).name}: finishing the step, committing finished episodes"
-            )
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def _reporter(json_logs: bool):
@@ -99,9 +69,13 @@ def collect_cmd(
         list[str] | None, typer.Option("--set", help="Override any config field: dotted.name=value.")
     ] = None,
     json_logs: Annotated[bool, typer.Option("--json-logs", help="Progress as JSON lines on stderr.")] = False,
+    metrics_textfile: Annotated[
+        Path | None, typer.Option(help="Prometheus text file for node_exporter.")
+    ] = None,
 ) -> None:
     """Collect episodes into a store (expert_demo or dagger_sync); SIGTERM stops cleanly."""
-    from odsd.collect import Collector, load_config
+    from odsd.collect import load_config
+    from odsd.daemon.service import CollectService, ServiceOptions
 
     overrides = {
         "mode": mode,
@@ -124,10 +98,59 @@ def collect_cmd(
     cfg = load_config(config, overrides, set_)
     if cfg.mode == "eval":
         raise typer.BadParameter("use `odsd eval` for student-only evaluation", param_hint="--mode")
-    collector = Collector(cfg, on_report=_reporter(json_logs))
-    with GracefulStop() as signals:
-        summary = collector.run(signals.stop, abort=signals.abort)
-    table = Table(title=f"odsd collect: run {summary.run_id} ({summary.stop_reason})")
+    summary = CollectService(
+        cfg, options=ServiceOptions(metrics_textfile=metrics_textfile), on_report=_reporter(json_logs)
+    ).run()
+    _print_summary(summary, cfg.store)
+
+
+def resume_cmd(
+    store: Annotated[Path, typer.Argument(help="Store holding the run.")],
+    run: Annotated[
+        str | None, typer.Option("--run", help="Run id (default: the most recently active run).")
+    ] = None,
+    config: ConfigOpt = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps.")] = None,
+    max_episodes: Annotated[
+        int | None, typer.Option(help="Stop after this many committed episodes (run total).")
+    ] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Stop after this many iterations (run total).")
+    ] = None,
+    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config field: dotted.name=value.")
+    ] = None,
+    metrics_textfile: Annotated[
+        Path | None, typer.Option(help="Prometheus text file for node_exporter.")
+    ] = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="Progress as JSON lines on stderr.")] = False,
+) -> None:
+    """Continue a run from its newest complete run-state manifest (same run id, new writer)."""
+    from odsd.collect.config import load_config
+    from odsd.daemon.service import CollectService, ServiceOptions, load_resume
+
+    overrides: dict[str, Any] = {
+        "device": device,
+        "max_episodes": max_episodes,
+        "max_iterations": max_iterations,
+        "duration_s": duration,
+    }
+    if config is not None or set_:
+        file_cfg = load_config(config, None, set_).model_dump(exclude_unset=True)
+        overrides = {**file_cfg, **{k: v for k, v in overrides.items() if v is not None}}
+    cfg, state = load_resume(store, run, overrides)
+    summary = CollectService(
+        cfg,
+        options=ServiceOptions(metrics_textfile=metrics_textfile),
+        on_report=_reporter(json_logs),
+        resume_state=state,
+    ).run()
+    _print_summary(summary, cfg.store)
+
+
+def _print_summary(summary: Any, store: Path) -> None:
+    table = Table(title=f"odsd: run {summary.run_id} ({summary.stop_reason})")
     for col in ("iteration", "beta", "policy", "episodes", "committed", "success", "steps/s"):
         table.add_column(col, justify="right")
     for it in summary.per_iteration:
@@ -143,7 +166,7 @@ def collect_cmd(
         )
     console.print(table)
     console.print(
-        f"store {cfg.store}: watermark {summary.watermark}, {summary.episodes_committed} episodes / "
+        f"store {store}: watermark {summary.watermark}, {summary.episodes_committed} episodes / "
         f"{summary.frames_committed} frames committed in {summary.elapsed_s:.1f}s"
     )
 

@@ -92,6 +92,9 @@ class Collector:
         expert: Expert | None = None,
         commit_store: bool = True,
         on_report: Callable[[str, dict[str, Any]], None] | None = None,
+        on_tick: Callable[[Collector], None] | None = None,
+        on_iteration_end: Callable[[Collector], None] | None = None,
+        incarnation: int = 0,
     ) -> None:
         self.config = config
         self.device = torch.device(config.device)
@@ -105,6 +108,11 @@ class Collector:
         if config.record_state and (self.spec.state is None or not hasattr(self.env, "get_state")):
             raise ConfigError(f"record_state: task {self.spec.task!r} declares no simulator state layout")
         self.run_id = config.run_id or new_run_id()
+        self.incarnation = incarnation
+        self.env_seed = config.seed + 1_000_003 * incarnation
+        self.on_tick = on_tick
+        self.on_iteration_end = on_iteration_end
+        self.reload_requested = threading.Event()
         self.schedule: BetaSchedule = config.beta
         self.progress = Progress()
         self.features = frame_features(self.spec, record_state=config.record_state)
@@ -177,7 +185,14 @@ class Collector:
     def _load_student(self) -> None:
         if not self.needs_student:
             return
+        if self.reload_requested.is_set():
+            self.reload_requested.clear()
+            log.info("reloading the policy directory %s", self.students.dir)
         self.student = self.students.load_newest(create=self.config.mode == "dagger_sync")
+
+    def pin_student(self, path: str) -> None:
+        """Use this exact snapshot until the next iteration boundary (resume restores it)."""
+        self.student = self.students.load_path(path)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -190,7 +205,8 @@ class Collector:
         stop = stop or threading.Event()
         abort = abort or threading.Event()
         started = time.monotonic()
-        self._load_student()
+        if self.student is None:
+            self._load_student()
         if self.store is not None:
             self._write_run_file()
             self.worker = CommitWorker(
@@ -201,7 +217,7 @@ class Collector:
                 context=self._commit_context,
                 on_commit=self._on_commit,
             )
-        obs, info = self.env.reset(seed=self.config.seed)
+        obs, info = self.env.reset(seed=self.env_seed)
         all_rows = torch.arange(self.n, device=self.device)
         self._start_episodes(all_rows, obs, info)
         last_report = time.monotonic()
@@ -215,6 +231,8 @@ class Collector:
                 obs = self._step(obs, all_rows)
                 if self.worker is not None:
                     self.worker.check()
+                if self.on_tick is not None:
+                    self.on_tick(self)
                 if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
                     self._end_iteration()
                 if time.monotonic() - last_report >= self.config.metrics_interval_s:
@@ -223,7 +241,10 @@ class Collector:
                     last_report = time.monotonic()
         finally:
             if self.worker is not None:
-                self.worker.close(discard_pending=abort.is_set())
+                dropped = self.worker.close(discard_pending=abort.is_set())
+                # Dropped episodes were accepted in the current iteration (every boundary drains).
+                self.progress.episodes_accepted -= dropped
+                self.progress.episodes_in_iteration = max(0, self.progress.episodes_in_iteration - dropped)
             self.env.close()
         if self.iteration_window.episodes_finished:
             self._record_iteration()
@@ -248,6 +269,9 @@ class Collector:
     def _write_run_file(self) -> None:
         assert self.run_dir is not None and self.store is not None
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / "run.json"
+        if path.exists():
+            return
         info = {
             "run_id": self.run_id,
             "created": datetime.now(UTC).isoformat(),
@@ -256,7 +280,7 @@ class Collector:
             "schema_hash": self.store.manifest.schema_hash(),
             "expert": None if self.expert is None else self.expert.spec.__dict__,
         }
-        (self.run_dir / "run.json").write_text(json.dumps(info, indent=1, default=str))
+        path.write_text(json.dumps(info, indent=1, default=str))
 
     def _should_stop(self, stop: threading.Event, started: float) -> str | None:
         cfg = self.config
@@ -476,6 +500,8 @@ class Collector:
         self.progress.iteration += 1
         self.progress.episodes_in_iteration = 0
         self._load_student()
+        if self.on_iteration_end is not None:
+            self.on_iteration_end(self)
 
     def _record_iteration(self) -> None:
         summary = self.iteration_window.summary()

@@ -59,6 +59,10 @@ class CommitWorker:
     def depth(self) -> int:
         return self._queue.qsize()
 
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
     def check(self) -> None:
         if self._error is not None:
             raise self._error
@@ -87,17 +91,20 @@ class CommitWorker:
                 self._flushed.wait(timeout=0.5 if remaining is None else min(0.5, remaining))
         self.check()
 
-    def close(self, *, discard_pending: bool = False) -> None:
-        """Stop the thread; by default after committing what is queued."""
+    def close(self, *, discard_pending: bool = False) -> int:
+        """Stop the thread, by default after committing what is queued; return how many were dropped."""
+        dropped = 0
         if discard_pending:
             while True:
                 try:
-                    self._queue.get_nowait()
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
+                dropped += isinstance(item, Episode)
         self._put_control(_STOP)
         self._thread.join()
         self.check()
+        return dropped
 
     def _put_control(self, item: object) -> None:
         # A dead thread (commit error) never empties a full queue: don't block on it forever.

@@ -23,7 +23,7 @@ class CollectConfig(BaseModel):
     else taken as a string).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)  # --set run_id=20240101
 
     mode: Mode = "dagger_sync"
     task: str = "pick_place"

@@ -52,6 +52,11 @@ class StudentSource:
             return self.dir
         return latest_snapshot(self.dir) if self.dir.is_dir() else None
 
+    def load_path(self, path: str | Path) -> LoadedPolicy:
+        """Load one exact snapshot (e.g. the version a run-state manifest recorded)."""
+        self.current = load_snapshot(Path(path), env_spec=self.spec, device=self.device)
+        return self.current
+
     def load_newest(self, *, create: bool = True) -> LoadedPolicy:
         """The newest complete snapshot (creating version 0 when there is none and ``create``)."""
         path = self._newest()

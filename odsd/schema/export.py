@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from odsd.schema.run import RunLockInfo, RunState, RunStatus
 from odsd.schema.store import Checkpoint, CommitRecord, ReaderLease, StoreManifest
 
 DOCUMENTS: dict[str, type[BaseModel]] = {
@@ -15,12 +16,16 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "commit-record": CommitRecord,
     "checkpoint": Checkpoint,
     "reader-lease": ReaderLease,
+    "run-state": RunState,
+    "run-status": RunStatus,
+    "run-lock": RunLockInfo,
 }
 
 
-def register(name: str, model: type[BaseModel]) -> None:
-    """Add a document model (run state, run config, …) to the published schemas."""
-    DOCUMENTS[name] = model
+def _run_config_model() -> type[BaseModel]:
+    from odsd.collect.config import CollectConfig
+
+    return CollectConfig
 
 
 def render(model: type[BaseModel]) -> str:
@@ -29,20 +34,8 @@ def render(model: type[BaseModel]) -> str:
 
 def expected_files() -> dict[str, str]:
     """File name -> content of every schema file ``schemas/`` must hold."""
-    _load_optional_documents()
-    return {f"{name}.schema.json": render(model) for name, model in sorted(DOCUMENTS.items())}
-
-
-def _load_optional_documents() -> None:
-    """Import modules that register further documents, when they exist."""
-    import importlib
-
-    for module in ("odsd.schema.run",):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    documents = {**DOCUMENTS, "run-config": _run_config_model()}
+    return {f"{name}.schema.json": render(model) for name, model in sorted(documents.items())}
 
 
 def write(out_dir: Path) -> list[Path]:

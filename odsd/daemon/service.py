@@ -1,0 +1,165 @@
+"""The foreground service: lock, signals, heartbeat, systemd notify and run-state manifests around a collector."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from odsd.collect import CollectConfig, Collector, RunSummary
+from odsd.daemon.errors import RunStateError
+from odsd.daemon.lock import RunLock
+from odsd.daemon.notify import SystemdNotifier
+from odsd.daemon.resume import capture, restore, resume_config
+from odsd.daemon.run_state import RunStateStore, newest_run
+from odsd.daemon.signals import SignalHandlers
+from odsd.daemon.status import StatusWriter
+from odsd.store import EpisodeStore
+
+log = logging.getLogger("odsd.daemon")
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    metrics_textfile: Path | None = None
+    heartbeat_interval_s: float = 1.0
+
+
+class CollectService:
+    """Runs one collector incarnation with everything an unattended service needs.
+
+    At every iteration boundary (the writer already drained) and at shutdown, a run-state
+    manifest is written; ``odsd resume`` continues from the newest complete one.
+    """
+
+    def __init__(
+        self,
+        config: CollectConfig,
+        *,
+        options: ServiceOptions | None = None,
+        on_report: Callable[[str, dict[str, Any]], None] | None = None,
+        resume_state: Any = None,
+    ) -> None:
+        self.config = config
+        self.options = options or ServiceOptions()
+        self.on_report = on_report
+        self.resume_state = resume_state
+        self.notifier = SystemdNotifier()
+        self._ready = False
+        self._stopping_sent = False
+        self._last_report: dict[str, Any] = {}
+
+    def run(self) -> RunSummary:
+        incarnation = self.resume_state.incarnation + 1 if self.resume_state is not None else 0
+        collector = Collector(
+            self.config,
+            on_report=self._report,
+            on_tick=self._tick,
+            on_iteration_end=self._iteration_end,
+            incarnation=incarnation,
+        )
+        assert collector.run_dir is not None
+        self.collector = collector
+        self.states = RunStateStore(collector.run_dir, durable=self.config.durability == "fsync")
+        self.status = StatusWriter(
+            collector.run_dir,
+            run_id=collector.run_id,
+            mode=self.config.mode,
+            task=self.config.task,
+            incarnation=incarnation,
+            textfile=self.options.metrics_textfile,
+            interval_s=self.options.heartbeat_interval_s,
+        )
+        with RunLock(collector.run_dir), SignalHandlers() as signals:
+            self.signals = signals
+            if self.resume_state is not None:
+                restore(collector, self.resume_state)
+                log.info(
+                    "resuming run %s at iteration %d (incarnation %d)",
+                    collector.run_id,
+                    collector.progress.iteration,
+                    incarnation,
+                )
+            self.status.update(force=True, state="starting")
+            try:
+                summary = collector.run(signals.stop, abort=signals.abort)
+            except BaseException as exc:
+                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.status.update(force=True, state="failed", last_error=message, **self._fields())
+                self.notifier.stopping()
+                self._write_state("failure")
+                raise
+            self._write_state("shutdown")
+            self.status.update(force=True, state="stopped", stop_reason=summary.stop_reason, **self._fields())
+            self.notifier.stopping()
+            self.notifier.close()
+        return summary
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def _fields(self) -> dict[str, Any]:
+        c = self.collector
+        rep = self._last_report
+        return {
+            "iteration": c.progress.iteration,
+            "beta": c.beta,
+            "policy_version": c.policy_version,
+            "watermark": c.store.watermark if c.store is not None else None,
+            "counters": dict(c.progress.__dict__),
+            "writer_queue_depth": c.worker.depth if c.worker is not None else 0,
+            "env_steps_per_s": rep.get("env_steps_per_s"),
+            "frames_committed_per_s": rep.get("frames_committed_per_s"),
+            "collection_success_rate": rep.get("collection_success_rate"),
+        }
+
+    def _tick(self, collector: Collector) -> None:
+        if not self._ready:
+            self._ready = True
+            self.notifier.ready(f"collecting run {collector.run_id}")
+            self.status.update(force=True, state="running", **self._fields())
+        if self.signals.reload.is_set():
+            self.signals.reload.clear()
+            collector.reload_requested.set()
+        if self.signals.stop.is_set() and not self._stopping_sent:
+            self._stopping_sent = True
+            self.notifier.stopping()
+            self.status.update(force=True, state="stopping", **self._fields())
+        self.notifier.watchdog()
+        if self.status.update(**self._fields()):
+            p = collector.progress
+            self.notifier.status(
+                f"iteration {p.iteration}, beta {collector.beta:.3f}, {p.episodes_committed} episodes committed"
+            )
+
+    def _iteration_end(self, collector: Collector) -> None:
+        self._write_state("iteration")
+
+    def _report(self, kind: str, record: dict[str, Any]) -> None:
+        if kind in ("rolling", "iteration"):
+            self._last_report = record
+        if self.on_report is not None:
+            self.on_report(kind, record)
+
+    def _write_state(self, reason: str) -> None:
+        c = self.collector
+        if c.store is None or (c.worker is not None and c.worker.failed):
+            return
+        try:
+            self.states.write(capture(c, reason=reason, sequence=self.states.next_sequence()))
+        except OSError as exc:
+            log.error("could not write the run-state manifest: %s", exc)
+
+
+def load_resume(store_path: Path, run_id: str | None, overrides: dict[str, Any]) -> tuple[CollectConfig, Any]:
+    """The config and newest complete run state of a run in ``store_path``."""
+    store = EpisodeStore.open(store_path)
+    runs = store.root / "runs"
+    run_id = run_id or newest_run(runs)
+    run_dir = runs / run_id
+    if not run_dir.is_dir():
+        raise RunStateError(f"{run_dir}: no such run in this store")
+    state = RunStateStore(run_dir).newest_complete()
+    config = resume_config(state, {**overrides, "store": store.root, "run_id": run_id})
+    return config, state
