@@ -72,10 +72,14 @@ def collect_cmd(
     metrics_textfile: Annotated[
         Path | None, typer.Option(help="Prometheus text file for node_exporter.")
     ] = None,
+    resume_existing: Annotated[
+        bool, typer.Option("--resume-existing", help="If run --run-id already has a run state, resume it.")
+    ] = False,
 ) -> None:
     """Collect episodes into a store (expert_demo or dagger_sync); SIGTERM stops cleanly."""
     from odsd.collect import load_config
-    from odsd.daemon.service import CollectService, ServiceOptions
+    from odsd.daemon.run_state import RunStateStore
+    from odsd.daemon.service import CollectService, ServiceOptions, load_resume
 
     overrides = {
         "mode": mode,
@@ -98,8 +102,17 @@ def collect_cmd(
     cfg = load_config(config, overrides, set_)
     if cfg.mode == "eval":
         raise typer.BadParameter("use `odsd eval` for student-only evaluation", param_hint="--mode")
+    state = None
+    if resume_existing:
+        if cfg.run_id is None:
+            raise typer.BadParameter("--resume-existing needs --run-id", param_hint="--resume-existing")
+        if RunStateStore(cfg.store / "runs" / cfg.run_id).sequences():
+            cfg, state = load_resume(cfg.store, cfg.run_id, cfg.model_dump(exclude_unset=True))
     summary = CollectService(
-        cfg, options=ServiceOptions(metrics_textfile=metrics_textfile), on_report=_reporter(json_logs)
+        cfg,
+        options=ServiceOptions(metrics_textfile=metrics_textfile),
+        on_report=_reporter(json_logs),
+        resume_state=state,
     ).run()
     _print_summary(summary, cfg.store)
 
