@@ -29,6 +29,10 @@ def init_cmd(
     features: Annotated[Path, typer.Option(help="JSON file: {field: {dtype, shape, names}}.")],
     fps: Annotated[float, typer.Option(help="Frames per second of the recorded data.")],
     robot_type: Annotated[str | None, typer.Option(help="Robot type recorded in the manifest.")] = None,
+    durability: Annotated[
+        str,
+        typer.Option(help="Default durability: fsync (survives power loss) or process (crash-safe only)."),
+    ] = "fsync",
 ) -> None:
     """Create an empty store with the given feature schema."""
     try:
@@ -39,7 +43,9 @@ def init_cmd(
         raise ConfigError(f"{features}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(spec, dict) or not spec:
         raise ConfigError(f"{features}: expected a non-empty JSON object of fields")
-    store = EpisodeStore.create(path, features=spec, fps=fps, robot_type=robot_type)
+    if durability not in ("fsync", "process"):
+        raise ConfigError(f"--durability must be fsync or process, not {durability!r}")
+    store = EpisodeStore.create(path, features=spec, fps=fps, robot_type=robot_type, durability=durability)  # type: ignore[arg-type]
     console.print(f"created store {store.root} ({len(store.features)} fields, id {store.manifest.store_id})")
 
 

@@ -58,6 +58,8 @@ class StoreManifest(_Doc):
     robot_type: str | None = None
     created: str = Field(default_factory=utc_now)
     checkpoint_interval: int = Field(default=64, ge=1)
+    durability: Literal["fsync", "process"] = "fsync"
+    """Default durability of writers that do not choose one."""
 
     def schema_hash(self) -> str:
         """A stable hash of the feature schema (names, dtypes, shapes, element names) and fps."""

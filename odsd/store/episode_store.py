@@ -17,10 +17,12 @@ from odsd.store.errors import (
     CorruptStoreError,
     FormatVersionError,
     SchemaMismatchError,
+    StoreError,
     StoreExistsError,
     StoreNotFoundError,
 )
 from odsd.store.fsio import fsync_dir, put_if_absent
+from odsd.store.leases import LeaseHandle
 from odsd.store.log import LOG_DIR, CommitLog, TornRecord
 from odsd.store.state import StoreState
 
@@ -51,7 +53,8 @@ class EpisodeStore:
     ``durability="fsync"`` (default) survives power loss; ``"process"`` only process crashes.
     """
 
-    def __init__(self, root: Path, manifest: StoreManifest, *, durability: Durability = "fsync") -> None:
+    def __init__(self, root: Path, manifest: StoreManifest, *, durability: Durability | None = None) -> None:
+        durability = durability or manifest.durability
         if durability not in ("fsync", "process"):
             raise ValueError(f"durability must be 'fsync' or 'process', not {durability!r}")
         self.root = root
@@ -78,7 +81,11 @@ class EpisodeStore:
         root = Path(path)
         try:
             manifest = StoreManifest(
-                store_id=uuid.uuid4().hex, features=_as_features(features), fps=fps, robot_type=robot_type
+                store_id=uuid.uuid4().hex,
+                features=_as_features(features),
+                fps=fps,
+                robot_type=robot_type,
+                durability=durability,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -95,8 +102,11 @@ class EpisodeStore:
         return cls(root, manifest, durability=durability)
 
     @classmethod
-    def open(cls, path: str | Path, *, durability: Durability = "fsync") -> EpisodeStore:
-        """Open an existing store; refuses unknown format versions and damaged manifests."""
+    def open(cls, path: str | Path, *, durability: Durability | None = None) -> EpisodeStore:
+        """Open an existing store; refuses unknown format versions and damaged manifests.
+
+        ``durability`` overrides the store's default (recorded at creation) for this handle.
+        """
         root = Path(path)
         manifest_path = root / MANIFEST
         if not root.is_dir():
@@ -134,14 +144,14 @@ class EpisodeStore:
         features: Mapping[str, FeatureSpec | Mapping],
         fps: float,
         robot_type: str | None = None,
-        durability: Durability = "fsync",
+        durability: Durability | None = None,
     ) -> EpisodeStore:
         """Open the store at ``path`` if there is one (its schema must match), else create it."""
         root = Path(path)
         if not (root / MANIFEST).exists():
             try:
                 return cls.create(
-                    root, features=features, fps=fps, robot_type=robot_type, durability=durability
+                    root, features=features, fps=fps, robot_type=robot_type, durability=durability or "fsync"
                 )
             except StoreExistsError:
                 pass
@@ -198,9 +208,7 @@ class EpisodeStore:
         """The state after records ``0..watermark`` (replayed from the newest checkpoint before it)."""
         latest = self.refresh()
         if watermark > latest.seq:
-            raise CorruptStoreError(
-                f"{self.root}: watermark {watermark} is beyond the log's end ({latest.seq})"
-            )
+            raise StoreError(f"{self.root}: watermark {watermark} is beyond the log's end ({latest.seq})")
         if watermark == latest.seq:
             return latest.copy()
         ckpt = self.log.newest_checkpoint(at_most=watermark)
@@ -232,9 +240,11 @@ class EpisodeStore:
         """Pin a consistent view at ``watermark`` (default: the newest)."""
         from odsd.store.snapshot import Snapshot
 
+        # The lease exists (protecting everything) before the state is pinned, then narrows to it.
+        handle = LeaseHandle(self.root, -1) if lease else None
         with self._lock:
             state = self.refresh().copy() if watermark is None else self.state_at(watermark)
-        return Snapshot(self, state, lease=lease)
+        return Snapshot(self, state, lease=handle)
 
     def __repr__(self) -> str:
         return f"EpisodeStore({str(self.root)!r})"

@@ -30,13 +30,22 @@ def _pid_alive(pid: int) -> bool:
 
 
 class LeaseHandle:
-    """A lease file owned by this process; ``renew()`` extends it, ``release()`` deletes it."""
+    """A lease file owned by this process; ``renew()`` extends it, ``release()`` deletes it.
+
+    Take the lease *before* pinning a snapshot (``LeaseHandle(root, -1)`` protects everything),
+    then :meth:`pin` it to the snapshot's watermark, so no vacuum can slip in between.
+    """
 
     def __init__(self, root: Path, watermark: int, ttl_s: float = DEFAULT_TTL_S) -> None:
         self.path = root / LEASE_DIR / f"{uuid.uuid4().hex}.json"
         self.watermark = watermark
         self.ttl_s = ttl_s
         self.path.parent.mkdir(exist_ok=True)
+        self.renew()
+
+    def pin(self, watermark: int) -> None:
+        """Move the lease to ``watermark`` (after the snapshot it protects was pinned)."""
+        self.watermark = watermark
         self.renew()
 
     def renew(self) -> None:

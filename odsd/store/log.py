@@ -116,6 +116,12 @@ class CommitLog:
                     raise
                 return records, TornRecord(seq, self.path(seq), str(exc))
             seq += 1
+        # A hole in the history (a later record exists, this one does not) is corruption: stopping
+        # here would hide the later records and let the next writer fill the hole. Records are
+        # only published at watermark + 1, so once seq + 1 exists, seq must exist too (re-checked
+        # after seeing seq + 1, in case both were published in between).
+        if (until is None or seq <= until) and self.exists(seq + 1) and not self.exists(seq):
+            raise CorruptStoreError(f"{self.path(seq)}: commit record is missing but record {seq + 1} exists")
         return records, None
 
     def publish(self, record: CommitRecord) -> bool:

@@ -35,7 +35,7 @@ class Snapshot:
         store: EpisodeStore,
         state: StoreState,
         *,
-        lease: bool = False,
+        lease: LeaseHandle | None = None,
         reuse: dict[tuple[str, str], np.ndarray] | None = None,
     ) -> None:
         self.store = store
@@ -65,7 +65,9 @@ class Snapshot:
             live = set(self.segments)
             self._segment_arrays = {k: v for k, v in reuse.items() if k[0] in live}
         self._columns: dict[str, np.ndarray] = {}
-        self._lease = LeaseHandle(store.root, self.watermark) if lease else None
+        self._lease = lease
+        if lease is not None:
+            lease.pin(self.watermark)
 
     # -- index --------------------------------------------------------------------------------
 
@@ -158,6 +160,16 @@ class Snapshot:
             raise IndexError(f"frame positions must be in [0, {self.num_frames})")
         return self.column(field)[self.frame_positions[idx]]
 
+    def gather_fields(
+        self, fields: Iterable[str], frames: np.ndarray | Sequence[int]
+    ) -> dict[str, np.ndarray]:
+        """Like :meth:`gather` for several fields, mapping positions to rows once per call."""
+        idx = np.asarray(frames, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_frames):
+            raise IndexError(f"frame positions must be in [0, {self.num_frames})")
+        rows = self.frame_positions[idx]
+        return {field: self.column(field)[rows] for field in fields}
+
     def read(self, field: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Values of ``field`` for the contiguous global frame range ``[start, stop)``."""
         stop = self.num_frames if stop is None else stop
@@ -181,8 +193,9 @@ class Snapshot:
 
     def refresh(self) -> Snapshot:
         """A snapshot at the newest watermark that reuses this one's loaded segment data."""
+        lease = LeaseHandle(self.store.root, -1) if self._lease is not None else None
         state = self.store.refresh().copy()
-        new = Snapshot(self.store, state, lease=self._lease is not None, reuse=self._segment_arrays)
+        new = Snapshot(self.store, state, lease=lease, reuse=self._segment_arrays)
         for field in self._columns:
             new.column(field)
         return new

@@ -117,7 +117,8 @@ class EpisodeWriter:
         try:
             record = publish(self.store, build)
         except BaseException:
-            remove_tree(self.store.root / info.path)
+            if not self._published(wseq):
+                remove_tree(self.store.root / info.path)
             raise
         self.next_writer_seq = max(self.next_writer_seq, wseq + 1)
         if record is None:
@@ -126,6 +127,22 @@ class EpisodeWriter:
         return CommitResult(
             seq=record.seq, episode_ids=[e.episode_id for e in record.adds[0].episodes], segment=info.path
         )
+
+    def _published(self, writer_seq: int) -> bool:
+        """Whether a record with this writer's ``writer_seq`` is in the log (e.g. linked just before an error)."""
+        log = self.store.log
+        seq = max(log.record_seqs(), default=-1)
+        while seq >= 0:
+            try:
+                record = log.read(seq)
+            except Exception:
+                return True  # cannot tell: keep the segment (fsck removes it later if unreferenced)
+            if record.writer_id == self.writer_id and record.writer_seq == writer_seq:
+                return True
+            if record.writer_id == self.writer_id and record.writer_seq < writer_seq:
+                return False
+            seq -= 1
+        return False
 
     def remove(self, episode_ids: Sequence[int], *, reason: str = "manual") -> CommitResult:
         """Publish a commit that removes live episodes from all later snapshots (files stay until vacuum)."""
