@@ -14,12 +14,13 @@ from typer.exceptions import TyperException
 
 from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd, resume_cmd
 from odsd.cli.demo import demo_cmd
+from odsd.cli.replay import replay_cmd, verify_cmd
 from odsd.cli.status import status_cmd
 from odsd.cli.store import store_app
 from odsd.errors import OdsdError
 
 EXIT_CODES = """Exit codes: 0 ok; 1 unexpected failure; 2 bad usage or config; 3 store error (missing store,
-format version, schema mismatch); 4 corrupt store or fsck found errors; 5 run lock held by
+format version, schema mismatch); 4 corrupt store, fsck found errors or store verify found episodes that do not reproduce; 5 run lock held by
 another process; 130 interrupted."""
 
 app = typer.Typer(
@@ -36,6 +37,8 @@ app.command("status")(status_cmd)
 app.command("eval")(eval_cmd)
 app.command("check-env")(check_env_cmd)
 app.command("demo")(demo_cmd)
+app.command("replay")(replay_cmd)
+store_app.command("verify")(verify_cmd)
 
 
 @app.command()

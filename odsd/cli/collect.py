@@ -63,6 +63,10 @@ def collect_cmd(
         bool | None, typer.Option(help="expert_demo: also commit failed episodes.")
     ] = None,
     success_only: Annotated[bool | None, typer.Option(help="dagger_sync: commit only successes.")] = None,
+    record_state: Annotated[
+        bool | None,
+        typer.Option("--record-state", help="Record the full simulator state per frame (replay)."),
+    ] = None,
     durability: Annotated[str | None, typer.Option(help="fsync (default) | process.")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: time-based).")] = None,
     set_: Annotated[
@@ -96,6 +100,7 @@ def collect_cmd(
         "seed": seed,
         "keep_failed": keep_failed,
         "success_only": success_only,
+        "record_state": record_state,
         "durability": durability,
         "run_id": run_id,
     }

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from odsd.cli.output import console, human_bytes, print_json
 from odsd.errors import ConfigError
+from odsd.replay.storage import state_storage
 from odsd.store import EpisodeStore, RetentionPolicy, apply_retention, compact, fsck, vacuum
 from odsd.store.compaction import DEFAULT_SHARD_FRAMES, DEFAULT_SMALL_FRAMES
 from odsd.store.fsck import DEFAULT_REPAIR_GRACE_S
@@ -93,6 +94,7 @@ def summarize(store: EpisodeStore, watermark: int | None = None) -> dict[str, An
         },
         "features": {k: v.model_dump() for k, v in store.features.items()},
         "torn_record": str(store.torn_record.path) if store.torn_record else None,
+        "state_storage": state_storage(store, snap.watermark).to_json(),
     }
 
 
@@ -111,6 +113,13 @@ def inspect_cmd(
     for key in ("store_id", "format_version", "fps", "watermark", "episodes", "frames"):
         table.add_row(key, str(info[key]))
     table.add_row("bytes", f"{human_bytes(info['bytes'])} ({info['bytes_per_frame']:.0f} B/frame)")
+    state = info["state_storage"]
+    if state.get("fields"):
+        table.add_row(
+            "recorded sim state",
+            f"{state['disk_bytes_per_frame']:.0f} B/frame on disk ({state['raw_bytes_per_frame']:.0f} B raw, "
+            f"{state['share']:.0%} of the store)",
+        )
     table.add_row("segments / shards", f"{info['segments']} / {info['shards']}")
     table.add_row("dead (not vacuumed)", str(info["dead_segments"]))
     table.add_row("runs", ", ".join(info["runs"]) or "-")
