@@ -6,10 +6,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch is installed first so that pip does not pull a large CUDA build on CPU-only machines;
-# override with e.g. TORCH_SPEC="torch" to take whatever pip resolves.
-TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,gym,report
+# The dev environment has every extra: lerobot 0.4.4 pins torch<2.11 and brings torch 2.10
+# (runs on CPU or CUDA). For a lighter environment without LeRobot, e.g. on a CPU-only box:
+#   make venv EXTRAS=dev,gym,report TORCH_SPEC=torch==2.13.0
+EXTRAS ?= dev,gym,report,lerobot
+TORCH_SPEC ?=
 
 .PHONY: venv demo test lint schemas clean-venv
 
@@ -18,7 +19,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(if $(TORCH_SPEC),$(PY) -m pip install --quiet "$(TORCH_SPEC)")
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
