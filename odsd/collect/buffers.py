@@ -41,9 +41,24 @@ class EpisodeBuffers:
         for name, buf in self.data.items():
             buf[self._rows, step] = values[name].to(buf.dtype)
 
-    def take(self, rows: torch.Tensor, lengths: torch.Tensor) -> list[dict[str, np.ndarray]]:
-        """Host copies of the first ``lengths[j]`` frames of each row ``rows[j]``."""
+    def take_concat(
+        self, rows: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The first ``lengths[j]`` frames of each row ``rows[j]``, concatenated per field in row order.
+
+        One device→host copy per field for all finishing rows; returns the frames and the start
+        offset of each episode (plus the total at the end).
+        """
         longest = int(lengths.max())
-        host = {name: buf[rows, :longest].cpu().numpy() for name, buf in self.data.items()}
-        lens = lengths.tolist()
-        return [{name: arr[j, : lens[j]].copy() for name, arr in host.items()} for j in range(len(lens))]
+        mask = torch.arange(longest, device=self.device)[None, :] < lengths[:, None]
+        frames = {name: buf[rows, :longest][mask].cpu().numpy() for name, buf in self.data.items()}
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths.cpu().numpy(), out=offsets[1:])
+        return frames, offsets
+
+    def take(self, rows: torch.Tensor, lengths: torch.Tensor) -> list[dict[str, np.ndarray]]:
+        """Host copies of the first ``lengths[j]`` frames of each row ``rows[j]``, one dict per episode."""
+        frames, offsets = self.take_concat(rows, lengths)
+        return [
+            {name: arr[offsets[j] : offsets[j + 1]] for name, arr in frames.items()} for j in range(len(rows))
+        ]

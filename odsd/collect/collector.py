@@ -12,12 +12,12 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import torch
 
 from odsd.collect.beta import BetaSchedule
@@ -25,7 +25,7 @@ from odsd.collect.buffers import EpisodeBuffers
 from odsd.collect.commit_worker import CommitStats, CommitWorker
 from odsd.collect.config import CollectConfig
 from odsd.collect.frames import SOURCE_EXPERT, SOURCE_HOLD, SOURCE_STUDENT, frame_features
-from odsd.collect.metrics import MetricsLog, MetricsWindow, rss_bytes
+from odsd.collect.metrics import MetricsLog, MetricsWindow, StepStats, rss_bytes
 from odsd.collect.mixing import BetaMixer
 from odsd.collect.segments import SegmentTracker, segment_table
 from odsd.collect.student import StudentSource
@@ -35,7 +35,7 @@ from odsd.experts import Expert, make_expert, validate_query
 from odsd.experts.failures import failure_name
 from odsd.policies.snapshot import LoadedPolicy
 from odsd.schema import CommitContext, EpisodeMeta
-from odsd.store import CommitResult, Episode, EpisodeStore
+from odsd.store import CommitResult, EpisodeBatch, EpisodeStore
 
 log = logging.getLogger("odsd.collect")
 
@@ -97,6 +97,8 @@ class Collector:
         incarnation: int = 0,
     ) -> None:
         self.config = config
+        if config.torch_threads is not None:
+            torch.set_num_threads(config.torch_threads)
         self.device = torch.device(config.device)
         self.env = env or make_env(
             config.task, num_envs=config.num_envs, device=self.device, seed=config.seed, **config.task_kwargs
@@ -211,7 +213,7 @@ class Collector:
             self._write_run_file()
             self.worker = CommitWorker(
                 self.store.writer(run_id=self.run_id, writer_id=f"{self.run_id}-{uuid.uuid4().hex[:6]}"),
-                max_batch_episodes=self.config.commit_max_episodes,
+                max_batch_episodes=self.config.commit_batch_episodes,
                 max_batch_age_s=self.config.commit_max_age_s,
                 queue_size=self.config.queue_size,
                 context=self._commit_context,
@@ -236,8 +238,9 @@ class Collector:
                 if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
                     self._end_iteration()
                 if time.monotonic() - last_report >= self.config.metrics_interval_s:
-                    self._report("rolling", self.window)
-                    self.window = MetricsWindow()
+                    with self._lock:
+                        window, self.window = self.window, MetricsWindow()
+                    self._report("rolling", window.summary())
                     last_report = time.monotonic()
         finally:
             if self.worker is not None:
@@ -383,24 +386,29 @@ class Collector:
         self.buffers.record(frame, self.step_index)
         self.step_index += 1
 
-        invalid = Counter()
+        invalid: dict[str, int] = {}
         if self.expert is not None and not bool(expert_valid.all()):
             codes, counts = torch.unique(failure[~expert_valid], return_counts=True)
-            invalid.update(
-                {failure_name(int(c)): int(k) for c, k in zip(codes.tolist(), counts.tolist(), strict=True)}
+            invalid = {
+                failure_name(int(c)): int(k) for c, k in zip(codes.tolist(), counts.tolist(), strict=True)
+            }
+        dis_sum, dis_dims, dis_rows = 0.0, None, 0
+        if self.student is not None and self.expert is not None:
+            dis_sum, dis_dims, dis_rows = StepStats.disagreement(
+                expert_action, student_action, expert_valid & student_valid
             )
-        both = expert_valid & student_valid if self.student is not None and self.expert is not None else None
-        executed = int(take_expert.sum())
-        for window in (self.window, self.iteration_window):
-            window.add_step(
-                rows=self.n,
-                expert_latency_s=latency,
-                invalid_reasons=invalid,
-                expert_action=expert_action if both is not None else None,
-                student_action=student_action if both is not None else None,
-                both_valid=both,
-                expert_executed=executed,
-            )
+        stats = StepStats(
+            rows=self.n,
+            expert_latency_s=latency,
+            invalid_reasons=invalid,
+            expert_executed=int(take_expert.sum()),
+            disagreement_sum=dis_sum,
+            disagreement_dim_sum=dis_dims,
+            disagreement_rows=dis_rows,
+        )
+        with self._lock:
+            self.window.add_step(stats)
+            self.iteration_window.add_step(stats)
         self.progress.env_steps += self.n
 
         done = terminated | truncated
@@ -426,34 +434,39 @@ class Collector:
         self, rows: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, success: torch.Tensor
     ) -> None:
         lengths = self.step_index[rows]
-        episodes = self.buffers.take(rows, lengths)
+        frames, offsets = self.buffers.take_concat(rows, lengths)
         now = datetime.now(UTC).isoformat()
         phase_names = list(getattr(self.expert, "phase_names", []) or [])
+        ok_rows = success[rows].tolist()
+        term_rows = terminated[rows].tolist()
+        trunc_rows = truncated[rows].tolist()
+        beta_rows = self.episode_beta[rows].tolist()
+        segment_ids = frames["segment_id"]
+        versions = frames["policy_version"]
+        accepted: list[tuple[int, EpisodeMeta]] = []
         for j, row in enumerate(rows.tolist()):
             if self.config.mode != "eval" and self._bound_reached():
                 break  # rows finishing in the step that reached max_iterations/max_episodes
-            frames = episodes[j]
-            ok = bool(success[row])
-            term, trunc = bool(terminated[row]), bool(truncated[row])
+            start, stop = int(offsets[j]), int(offsets[j + 1])
+            ok, term, trunc = bool(ok_rows[j]), bool(term_rows[j]), bool(trunc_rows[j])
             reason = "success" if ok else ("truncated" if trunc and not term else "terminated")
-            versions = frames["policy_version"]
             meta = EpisodeMeta(
-                length=int(lengths[j]),
+                length=stop - start,
                 run_id=self.run_id,
                 iteration=self.progress.iteration,
                 env_row=row,
-                seed=self.config.seed,
+                seed=self.env_seed,
                 success=ok,
                 terminated=term,
                 truncated=trunc,
                 terminal_reason=reason,
-                policy_version_first=int(versions[0]) if self.needs_student else None,
-                policy_version_last=int(versions[-1]) if self.needs_student else None,
+                policy_version_first=int(versions[start]) if self.needs_student else None,
+                policy_version_last=int(versions[stop - 1]) if self.needs_student else None,
                 expert_name=self.expert.spec.name if self.expert is not None else None,
                 expert_version=self.expert.spec.version if self.expert is not None else None,
-                beta=float(self.episode_beta[row]),
+                beta=beta_rows[j],
                 task=self.spec.task_description,
-                segments=segment_table(frames["segment_id"], phase_names, ok, reason),
+                segments=segment_table(segment_ids[start:stop], phase_names, ok, reason),
                 started=self.episode_started[row],
                 finished=now,
             )
@@ -464,19 +477,36 @@ class Collector:
                 self.eval_episodes.append(meta)
             self.progress.episodes_finished += 1
             self.progress.successes += int(ok)
-            for window in (self.window, self.iteration_window):
-                window.episodes_finished += 1
-                window.successes += int(ok)
-                window.lengths.append(meta.length)
+            with self._lock:
+                for window in (self.window, self.iteration_window):
+                    window.episodes_finished += 1
+                    window.successes += int(ok)
+                    window.lengths.append(meta.length)
             if not self._accept(ok):
                 continue
             self.progress.episodes_accepted += 1
             self.progress.episodes_in_iteration += 1
-            if self.worker is not None:
-                self.worker.submit(Episode(frames=frames, meta=meta))
+            accepted.append((j, meta))
             if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
                 # Later rows of this step belong to the next iteration.
+                self._submit(frames, offsets, accepted)
+                accepted = []
                 self._end_iteration()
+        self._submit(frames, offsets, accepted)
+
+    def _submit(
+        self, frames: dict[str, np.ndarray], offsets: np.ndarray, accepted: list[tuple[int, EpisodeMeta]]
+    ) -> None:
+        """Hand the accepted episodes of this step to the writer thread as one batch."""
+        if not accepted or self.worker is None:
+            return
+        picks = [j for j, _ in accepted]
+        if picks == list(range(len(offsets) - 1)):
+            selected = frames
+        else:
+            index = np.concatenate([np.arange(offsets[j], offsets[j + 1]) for j in picks])
+            selected = {name: values[index] for name, values in frames.items()}
+        self.worker.submit(EpisodeBatch(frames=selected, metas=[meta for _, meta in accepted]))
 
     def _bound_reached(self) -> bool:
         cfg, p = self.config, self.progress
@@ -504,14 +534,14 @@ class Collector:
             self.on_iteration_end(self)
 
     def _record_iteration(self) -> None:
-        summary = self.iteration_window.summary()
+        with self._lock:
+            window, self.iteration_window = self.iteration_window, MetricsWindow()
+        summary = window.summary()
         summary.update(iteration=self.progress.iteration, beta=self.beta, policy_version=self.policy_version)
         self.per_iteration.append(summary)
-        self._report("iteration", self.iteration_window, summary)
-        self.iteration_window = MetricsWindow()
+        self._report("iteration", summary)
 
-    def _report(self, kind: str, window: MetricsWindow, summary: dict[str, Any] | None = None) -> None:
-        data = summary or window.summary()
+    def _report(self, kind: str, data: dict[str, Any]) -> None:
         data.setdefault("iteration", self.progress.iteration)
         data.setdefault("beta", self.beta)
         data.setdefault("policy_version", self.policy_version)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from odsd.schema import CommitContext
-from odsd.store import CommitResult, Episode, EpisodeWriter
+from odsd.store import CommitResult, Episode, EpisodeBatch, EpisodeWriter
 
 _FLUSH = object()
 _STOP = object()
@@ -67,11 +67,12 @@ class CommitWorker:
         if self._error is not None:
             raise self._error
 
-    def submit(self, episode: Episode) -> None:
+    def submit(self, episodes: Episode | EpisodeBatch) -> None:
+        """Queue one episode or a batch of episodes (blocks while the queue is full)."""
         while True:
             self.check()
             try:
-                self._queue.put(episode, timeout=0.5)
+                self._queue.put(episodes, timeout=0.5)
                 return
             except queue.Full:
                 continue
@@ -100,7 +101,7 @@ class CommitWorker:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                dropped += isinstance(item, Episode)
+                dropped += _count(item)
         self._put_control(_STOP)
         self._thread.join()
         self.check()
@@ -115,7 +116,8 @@ class CommitWorker:
                 continue
 
     def _run(self) -> None:
-        batch: list[Episode] = []
+        batch: list[Episode | EpisodeBatch] = []
+        pending = 0
         oldest = 0.0
         try:
             while True:
@@ -124,14 +126,15 @@ class CommitWorker:
                     item = self._queue.get(timeout=timeout)
                 except queue.Empty:
                     item = None
-                if isinstance(item, Episode):
+                if isinstance(item, Episode | EpisodeBatch):
                     if not batch:
                         oldest = time.monotonic()
                     batch.append(item)
-                    if len(batch) < self.max_batch_episodes:
+                    pending += _count(item)
+                    if pending < self.max_batch_episodes:
                         continue
                 self._commit(batch)
-                batch = []
+                batch, pending = [], 0
                 if item is _FLUSH:
                     with self._flushed:
                         self._flush_done += 1
@@ -143,16 +146,23 @@ class CommitWorker:
             with self._flushed:
                 self._flushed.notify_all()
 
-    def _commit(self, batch: list[Episode]) -> None:
-        if not batch:
+    def _commit(self, parts: list[Episode | EpisodeBatch]) -> None:
+        if not parts:
             return
         start = time.perf_counter()
+        batch = EpisodeBatch.concat(parts)
         result = self.writer.commit(batch, context=self.context())
         stats = CommitStats(
             seq=result.seq,
-            episodes=len(batch),
-            frames=sum(ep.meta.length for ep in batch),
+            episodes=batch.num_episodes,
+            frames=batch.num_frames,
             latency_s=time.perf_counter() - start,
         )
         if self.on_commit is not None:
             self.on_commit(result, stats)
+
+
+def _count(item: object) -> int:
+    if isinstance(item, EpisodeBatch):
+        return item.num_episodes
+    return int(isinstance(item, Episode))

@@ -47,18 +47,25 @@ class CollectConfig(BaseModel):
     success_only: bool = False
     """dagger_sync: commit only successful episodes."""
     record_state: bool = False
-    commit_max_episodes: int = Field(default=32, ge=1)
+    commit_max_episodes: int | None = Field(default=None, ge=1)
+    """Episodes per commit (default: max(32, num_envs // 4), so big batches of rows commit in bulk)."""
     commit_max_age_s: float = Field(default=2.0, gt=0)
     queue_size: int = Field(default=256, ge=1)
     durability: Literal["fsync", "process"] = "fsync"
     run_id: str | None = None
     metrics_interval_s: float = Field(default=5.0, gt=0)
+    torch_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads for this process (default: torch's choice)."""
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
         if self.device != "cpu" and not (self.device.startswith("cuda") or self.device.startswith("mps")):
             raise ValueError(f"device must be cpu, cuda[:N] or mps, got {self.device!r}")
         return self
+
+    @property
+    def commit_batch_episodes(self) -> int:
+        return self.commit_max_episodes or max(32, self.num_envs // 4)
 
     @property
     def policies_dir(self) -> Path:

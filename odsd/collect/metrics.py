@@ -25,6 +25,29 @@ def rss_bytes() -> int:
         return peak if sys.platform == "darwin" else peak * 1024
 
 
+@dataclass(frozen=True)
+class StepStats:
+    """What one collection step contributes to the metrics (computed once, added to every window)."""
+
+    rows: int
+    expert_latency_s: float | None
+    invalid_reasons: dict[str, int]
+    expert_executed: int
+    disagreement_sum: float = 0.0
+    disagreement_dim_sum: np.ndarray | None = None
+    disagreement_rows: int = 0
+
+    @staticmethod
+    def disagreement(
+        expert_action: torch.Tensor, student_action: torch.Tensor, both_valid: torch.Tensor
+    ) -> tuple[float, np.ndarray | None, int]:
+        """Sum of L2 distances, per-dimension absolute sums and row count over rows where both are valid."""
+        diff = (expert_action - student_action)[both_valid]
+        if not diff.numel():
+            return 0.0, None, 0
+        return float(diff.norm(dim=1).sum()), diff.abs().sum(dim=0).cpu().numpy(), int(diff.shape[0])
+
+
 @dataclass
 class MetricsWindow:
     """Accumulates one window (an iteration, or the span between two rolling reports)."""
@@ -45,32 +68,21 @@ class MetricsWindow:
     lengths: list[int] = field(default_factory=list)
     commit_latency_s: list[float] = field(default_factory=list)
 
-    def add_step(
-        self,
-        *,
-        rows: int,
-        expert_latency_s: float | None,
-        invalid_reasons: Counter[str],
-        expert_action: torch.Tensor | None,
-        student_action: torch.Tensor | None,
-        both_valid: torch.Tensor | None,
-        expert_executed: int,
-    ) -> None:
-        self.env_steps += rows
-        if expert_latency_s is not None:
-            self.expert_latency_s.append(expert_latency_s)
-            self.labels += rows
-        self.invalid_by_reason.update(invalid_reasons)
-        self.expert_executed += expert_executed
-        if expert_action is not None and student_action is not None and both_valid is not None:
-            diff = (expert_action - student_action)[both_valid]
-            if diff.numel():
-                self.disagreement_sum += float(diff.norm(dim=1).sum())
-                dims = diff.abs().sum(dim=0).cpu().numpy()
-                self.disagreement_dim_sum = (
-                    dims if self.disagreement_dim_sum is None else self.disagreement_dim_sum + dims
-                )
-                self.disagreement_rows += int(diff.shape[0])
+    def add_step(self, step: StepStats) -> None:
+        self.env_steps += step.rows
+        if step.expert_latency_s is not None:
+            self.expert_latency_s.append(step.expert_latency_s)
+            self.labels += step.rows
+        if step.invalid_reasons:
+            self.invalid_by_reason.update(step.invalid_reasons)
+        self.expert_executed += step.expert_executed
+        if step.disagreement_rows:
+            self.disagreement_sum += step.disagreement_sum
+            dims = step.disagreement_dim_sum
+            self.disagreement_dim_sum = (
+                dims if self.disagreement_dim_sum is None else self.disagreement_dim_sum + dims
+            )
+            self.disagreement_rows += step.disagreement_rows
 
     def summary(self) -> dict[str, Any]:
         elapsed = max(time.monotonic() - self.started, 1e-9)

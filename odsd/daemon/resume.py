@@ -93,8 +93,10 @@ def capture(collector: Collector, *, reason: str, sequence: int) -> RunState:
 def resume_config(state: RunState, overrides: dict[str, Any]) -> CollectConfig:
     """The manifest's config with safe overrides applied; unsafe changes are refused."""
     base = CollectConfig.model_validate(state.config)
-    merged = base.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-    merged = CollectConfig.model_validate(merged.model_dump())
+    # Validate the merged dict (model_copy(update=) would keep nested dicts such as beta unvalidated).
+    merged = CollectConfig.model_validate(
+        {**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+    )
     for name in UNSAFE_CHANGES:
         old, new = getattr(base, name), getattr(merged, name)
         if old != new:
@@ -118,11 +120,6 @@ def restore(collector: Collector, state: RunState) -> None:
             "(store data missing)"
         )
     collector.progress.__dict__.update(state.counters.model_dump())
-    torch.random.set_rng_state(
-        torch.frombuffer(bytearray(base64.b64decode(state.rng.torch)), dtype=torch.uint8)
-    )
-    _set_numpy_state(state.rng.numpy)
-    collector.mixer.restore(state.rng.mixer)
     if state.policy_path is not None and collector.needs_student:
         try:
             collector.pin_student(state.policy_path)
@@ -130,6 +127,12 @@ def restore(collector: Collector, state: RunState) -> None:
             raise RunStateError(
                 f"run {state.run_id}: cannot load its student {state.policy_path} ({exc})"
             ) from exc
+    # After loading the student: building its module draws from the global torch RNG.
+    torch.random.set_rng_state(
+        torch.frombuffer(bytearray(base64.b64decode(state.rng.torch)), dtype=torch.uint8)
+    )
+    _set_numpy_state(state.rng.numpy)
+    collector.mixer.restore(state.rng.mixer)
     _recount(collector, state)
 
 

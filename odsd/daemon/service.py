@@ -74,6 +74,11 @@ class CollectService:
         )
         with RunLock(collector.run_dir), SignalHandlers() as signals:
             self.signals = signals
+            if self.resume_state is None and self.states.sequences():
+                raise RunStateError(
+                    f"run {collector.run_id} already exists in {self.config.store}; "
+                    "continue it with `odsd resume` or choose another --run-id"
+                )
             if self.resume_state is not None:
                 restore(collector, self.resume_state)
                 log.info(

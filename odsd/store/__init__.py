@@ -23,7 +23,7 @@ from odsd.store.retention import RetentionPolicy, apply_retention, select_expire
 from odsd.store.snapshot import Snapshot
 from odsd.store.state import StoreState
 from odsd.store.vacuum import VacuumResult, vacuum
-from odsd.store.writer import CommitResult, Episode, EpisodeWriter
+from odsd.store.writer import CommitResult, Episode, EpisodeBatch, EpisodeWriter
 
 __all__ = [
     "MANIFEST",
@@ -32,6 +32,7 @@ __all__ = [
     "CompactionResult",
     "CorruptStoreError",
     "Episode",
+    "EpisodeBatch",
     "EpisodeStore",
     "EpisodeWriter",
     "Finding",

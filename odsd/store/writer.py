@@ -26,6 +26,54 @@ class Episode:
     meta: EpisodeMeta
 
 
+@dataclass
+class EpisodeBatch:
+    """Several complete episodes with their frames concatenated per field, episode after episode.
+
+    The fast path for producers that already hold frames contiguously (the collector copies all
+    rows that finish in one step out at once): no per-episode, per-field Python work.
+    """
+
+    frames: Mapping[str, np.ndarray]
+    metas: list[EpisodeMeta]
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.metas)
+
+    @property
+    def num_frames(self) -> int:
+        return sum(m.length for m in self.metas)
+
+    def offsets(self) -> list[int]:
+        out = [0]
+        for meta in self.metas:
+            out.append(out[-1] + meta.length)
+        return out[:-1]
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode]) -> EpisodeBatch:
+        fields = episodes[0].frames.keys() if episodes else ()
+        frames = {
+            name: np.concatenate([np.asarray(ep.frames[name]) for ep in episodes])
+            if len(episodes) > 1
+            else np.asarray(episodes[0].frames[name])
+            for name in fields
+        }
+        return cls(frames=frames, metas=[ep.meta for ep in episodes])
+
+    @classmethod
+    def concat(cls, parts: Sequence[EpisodeBatch | Episode]) -> EpisodeBatch:
+        batches = [p if isinstance(p, EpisodeBatch) else EpisodeBatch.from_episodes([p]) for p in parts]
+        if len(batches) == 1:
+            return batches[0]
+        fields = batches[0].frames.keys()
+        return cls(
+            frames={name: np.concatenate([b.frames[name] for b in batches]) for name in fields},
+            metas=[m for b in batches for m in b.metas],
+        )
+
+
 @dataclass(frozen=True)
 class CommitResult:
     """What a commit published: its seq and the ids given to the episodes (empty if a duplicate)."""
@@ -57,7 +105,7 @@ class EpisodeWriter:
 
     def commit(
         self,
-        episodes: Sequence[Episode],
+        episodes: Sequence[Episode] | EpisodeBatch,
         *,
         context: CommitContext | None = None,
         writer_seq: int | None = None,
@@ -67,25 +115,18 @@ class EpisodeWriter:
         Returns once the record is durable (per the store's durability). Passing the
         ``writer_seq`` of a commit that is already in the log publishes nothing.
         """
-        if not episodes:
+        batch = episodes if isinstance(episodes, EpisodeBatch) else self._as_batch(episodes)
+        if not batch.metas:
             raise ValueError("commit needs at least one episode")
         wseq = self.next_writer_seq if writer_seq is None else writer_seq
         if self.store.refresh().is_duplicate(self.writer_id, wseq):
             return CommitResult(seq=None, duplicate=True)
         features = self.store.features
-        columns: dict[str, list[np.ndarray]] = {name: [] for name in features}
-        offsets: list[int] = []
-        offset = 0
-        for i, episode in enumerate(episodes):
-            length = episode.meta.length
-            checked = validate_frames(episode.frames, features, length, f"episode {i} of commit")
-            for name, values in checked.items():
-                columns[name].append(values)
-            offsets.append(offset)
-            offset += length
-        frames = {
-            name: np.concatenate(parts) if len(parts) > 1 else parts[0] for name, parts in columns.items()
-        }
+        frames = validate_frames(
+            batch.frames, features, batch.num_frames, f"commit of {batch.num_episodes} episodes"
+        )
+        offsets = batch.offsets()
+        metas = batch.metas
         rel_path = f"segments/{self.writer_id}/{wseq:012d}-{uuid.uuid4().hex[:6]}"
         info = write_segment(self.store.root, rel_path, frames, features, durable=self.store.durable)
 
@@ -99,9 +140,9 @@ class EpisodeWriter:
                     segment=info.path,
                     offset=offsets[i],
                     commit_seq=seq,
-                    meta=_stamp(ep.meta, self.writer_id, self.run_id),
+                    meta=_stamp(meta, self.writer_id, self.run_id),
                 )
-                for i, ep in enumerate(episodes)
+                for i, meta in enumerate(metas)
             ]
             return CommitRecord(
                 seq=seq,
@@ -114,10 +155,11 @@ class EpisodeWriter:
                 context=context or CommitContext(),
             )
 
+        attempted: list[int] = []
         try:
-            record = publish(self.store, build)
+            record = publish(self.store, build, attempted=attempted)
         except BaseException:
-            if not self._published(wseq):
+            if not self._linked(attempted, wseq):
                 remove_tree(self.store.root / info.path)
             raise
         self.next_writer_seq = max(self.next_writer_seq, wseq + 1)
@@ -128,20 +170,27 @@ class EpisodeWriter:
             seq=record.seq, episode_ids=[e.episode_id for e in record.adds[0].episodes], segment=info.path
         )
 
-    def _published(self, writer_seq: int) -> bool:
-        """Whether a record with this writer's ``writer_seq`` is in the log (e.g. linked just before an error)."""
-        log = self.store.log
-        seq = max(log.record_seqs(), default=-1)
-        while seq >= 0:
+    def _as_batch(self, episodes: Sequence[Episode]) -> EpisodeBatch:
+        """Validate each episode on its own (errors name the episode), then concatenate."""
+        features = self.store.features
+        checked = [
+            Episode(
+                frames=validate_frames(ep.frames, features, ep.meta.length, f"episode {i} of commit"),
+                meta=ep.meta,
+            )
+            for i, ep in enumerate(episodes)
+        ]
+        return EpisodeBatch.from_episodes(checked) if checked else EpisodeBatch(frames={}, metas=[])
+
+    def _linked(self, attempted: list[int], writer_seq: int) -> bool:
+        """Whether one of the seqs this commit tried to link holds its record (linked just before an error)."""
+        for seq in attempted:
             try:
-                record = log.read(seq)
-            except Exception:
-                return True  # cannot tell: keep the segment (fsck removes it later if unreferenced)
+                record = self.store.log.read(seq)
+            except CorruptStoreError:
+                continue
             if record.writer_id == self.writer_id and record.writer_seq == writer_seq:
                 return True
-            if record.writer_id == self.writer_id and record.writer_seq < writer_seq:
-                return False
-            seq -= 1
         return False
 
     def remove(self, episode_ids: Sequence[int], *, reason: str = "manual") -> CommitResult:
@@ -179,12 +228,17 @@ def _stamp(meta: EpisodeMeta, writer_id: str, run_id: str | None) -> EpisodeMeta
 
 
 def publish(
-    store: EpisodeStore, build: Callable[[StoreState, int], CommitRecord | None]
+    store: EpisodeStore,
+    build: Callable[[StoreState, int], CommitRecord | None],
+    *,
+    attempted: list[int] | None = None,
 ) -> CommitRecord | None:
     """Publish the record ``build(state, seq)`` at the log's next seq, retrying after lost races.
 
     ``build`` sees the state the record will follow; it returns None to publish nothing (a
     duplicate) or raises :class:`CommitConflictError` when the commit no longer applies.
+    Each seq tried is appended to ``attempted`` (so a caller can tell after an error whether
+    its record was linked).
     """
     while True:
         with store._lock:
@@ -198,6 +252,8 @@ def publish(
             record = build(state, seq)
             if record is None:
                 return None
+            if attempted is not None:
+                attempted.append(seq)
             if store.log.publish(record):
                 state.apply(record, str(store.log.path(seq)))
                 store.maybe_checkpoint(state)

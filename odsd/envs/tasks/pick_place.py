@@ -16,11 +16,18 @@ Physics (per 50 ms control step, all rows at once):
   a closed gripper that arrives at the cube does not grasp it;
 - a grasped cube follows the end effector; opening releases it, and a cube released (or
   slipping) above the table lands with an xy scatter proportional to the drop height;
+- a gripper that comes down on the cube badly *knocks it away*: when a not-holding end effector
+  is low (below ``knock_height`` above the cube centre) within ``knock_radius`` of the cube in xy,
+  and either misaligned (farther than ``grasp_tol_xy``) or already closed, the cube is shoved
+  along the ee→cube direction to ``knock_radius + knock_push * (0.5 + |n|)`` from the end
+  effector (``n`` standard normal). The planner aligns before descending and rises before
+  re-approaching, so it rarely knocks; a learner that descends sloppily does, and then has to
+  recover from a state the expert's own demonstrations hardly contain;
 - success (terminal): cube released on the table within ``success_tol`` of the goal.
 
 Perturbations push the system off the expert's narrow path, from each row's own random stream:
 action noise, random end-effector pushes (``push_prob``), and grasp slips (``slip_prob``).
-Set them to zero for a deterministic task.
+Set them to zero for a deterministic task (``knock_radius=0`` disables knocking).
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ class PickPlaceEnv(TorchTaskEnv):
         push_std: float = 0.02,
         slip_prob: float = 0.005,
         drop_scatter: float = 0.3,
+        knock_radius: float = 0.035,
+        knock_height: float = 0.03,
+        knock_push: float = 0.03,
     ) -> None:
         params = {
             "max_speed": max_speed,
@@ -75,6 +85,9 @@ class PickPlaceEnv(TorchTaskEnv):
             "push_std": push_std,
             "slip_prob": slip_prob,
             "drop_scatter": drop_scatter,
+            "knock_radius": knock_radius,
+            "knock_height": knock_height,
+            "knock_push": knock_push,
             "cube_rest_z": CUBE_HALF,
             "workspace_low": WORKSPACE_LOW,
             "workspace_high": WORKSPACE_HIGH,
@@ -173,6 +186,21 @@ class PickPlaceEnv(TorchTaskEnv):
         landed_xy = torch.clamp(cube[:, :2] + gauss[:, 7:9] * p["drop_scatter"] * height, -0.3, 0.3)
         landed = torch.cat((landed_xy, torch.full_like(height, rest)), dim=1)
         cube = torch.where(dropped, landed, cube)
+
+        # knocking: a low, not-holding gripper that is misaligned or closed shoves the cube away
+        offset = cube[:, :2] - ee[:, :2]
+        dist = torch.linalg.vector_norm(offset, dim=1)
+        low = (ee[:, 2] - cube[:, 2]) < p["knock_height"]
+        bad = (dist >= p["grasp_tol_xy"]) | (g.squeeze(1) <= thr)
+        knock = ~held & ~grasped & low & (dist < p["knock_radius"]) & bad
+        fallback = torch.zeros_like(offset)
+        fallback[:, 0] = 1.0
+        direction = torch.where(
+            (dist > 1e-6).unsqueeze(1), offset / dist.clamp_min(1e-6).unsqueeze(1), fallback
+        )
+        reach = p["knock_radius"] + p["knock_push"] * (0.5 + gauss[:, 7:8].abs())
+        shoved = torch.clamp(ee[:, :2] + direction * reach, -0.28, 0.28)
+        cube = torch.where(knock.unsqueeze(1), torch.cat((shoved, cube[:, 2:3]), dim=1), cube)
 
         self.s["ee_pos"], self.s["gripper"], self.s["cube_pos"] = ee, g, cube
         self.s["grasped"] = held.unsqueeze(1)

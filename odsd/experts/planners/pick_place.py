@@ -1,6 +1,7 @@
 """Planner for ``pick_place``: a phase machine evaluated from the current observation alone.
 
-Phases (``phase_names`` order): ``reach`` (hover above the cube, gripper open), ``grasp``
+Phases (``phase_names`` order): ``reach`` (hover above the cube, gripper open; when low next to
+the cube it first rises straight up, so it does not knock the cube away), ``grasp``
 (descend and close), ``lift`` (raise the held cube), ``transport`` (carry above the goal),
 ``place`` (lower onto the table) and ``release`` (open). Because the phase is recomputed from
 each state, the planner recovers from slips, pushes, missed grasps and learner mistakes::
@@ -23,6 +24,8 @@ REACH, GRASP, LIFT, TRANSPORT, PLACE, RELEASE = range(6)
 HOVER_HEIGHT = 0.06
 CARRY_HEIGHT = 0.10
 ALIGN_TOL = 0.008
+GRASP_ALIGN = 0.6
+"""Descend to grasp only when within this fraction of the env's ``grasp_tol_xy`` of the cube."""
 HEIGHT_TOL = 0.004
 
 
@@ -49,7 +52,8 @@ class PickPlacePlanner(PlannerExpert):
         at_height = (ee[:, 2] - cube[:, 2]).abs() < HEIGHT_TOL
 
         phase = torch.full((m,), REACH, dtype=torch.long, device=ee.device)
-        phase = torch.where(~held & (ee_cube_xy <= ALIGN_TOL), GRASP, phase)
+        align = min(ALIGN_TOL, GRASP_ALIGN * p["grasp_tol_xy"])
+        phase = torch.where(~held & (ee_cube_xy <= align), GRASP, phase)
         phase = torch.where(held & (cube_goal_xy > ALIGN_TOL) & low_and_far, LIFT, phase)
         phase = torch.where(held & (cube_goal_xy > ALIGN_TOL) & ~low_and_far, TRANSPORT, phase)
         phase = torch.where(held & (cube_goal_xy <= ALIGN_TOL), PLACE, phase)
@@ -57,9 +61,12 @@ class PickPlacePlanner(PlannerExpert):
             held & (cube_goal_xy <= ALIGN_TOL) & (cube[:, 2] - rest <= HEIGHT_TOL), RELEASE, phase
         )
 
+        # a low gripper next to the cube rises first: moving sideways into it would knock it away
+        near_low = (ee_cube_xy < p.get("knock_radius", 0.0) + 0.02) & (ee[:, 2] < rest + HOVER_HEIGHT - 0.01)
+        reach_xy = torch.where(near_low.unsqueeze(1), ee[:, :2], cube[:, :2])
         targets = torch.stack(
             (
-                at(cube[:, :2], rest + HOVER_HEIGHT),  # reach
+                at(reach_xy, rest + HOVER_HEIGHT),  # reach
                 cube,  # grasp
                 at(ee[:, :2], rest + CARRY_HEIGHT),  # lift
                 at(goal[:, :2], rest + CARRY_HEIGHT),  # transport

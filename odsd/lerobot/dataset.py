@@ -1,0 +1,366 @@
+"""``OdsdLeRobotDataset``: a live odsd store, read as a ``LeRobotDataset``.
+
+>>> ds = OdsdLeRobotDataset("data.odsd", delta_timestamps={"action": [i / 20 for i in range(16)]})
+>>> item = ds[0]          # same keys, dtypes and shapes as LeRobotDataset items
+>>> item["action"].shape, item["action_is_pad"].shape
+(torch.Size([16, 4]), torch.Size([16]))
+>>> policy = make_policy(cfg, ds_meta=ds.meta)   # LeRobot's own factory
+>>> batch = ds.get_batch(np.arange(256))          # vectorized: == default_collate of 256 items
+>>> ds.refresh()                                   # follow the store to its newest watermark
+
+Semantics (DESIGN.md §8):
+
+- the dataset pins one snapshot; ``refresh()`` moves to the newest watermark, appending new
+  episodes to the loaded columns instead of re-reading the store; statistics stay frozen (their
+  ``meta.stats_version`` unchanged) unless ``refresh(recompute_stats=True)``;
+- ``len(ds)`` counts *anchors*: frames of the selected episodes whose label is valid and that
+  pass the frame-level selection. ``ds[i]`` is the item anchored at frame ``ds.anchors[i]``;
+  its ``index`` / ``episode_index`` / ``frame_index`` are LeRobot's, over the selected episodes;
+- ``delta_timestamps`` (multiples of ``1/fps``, checked like LeRobot) give windows; positions
+  outside the episode are clamped to its first/last frame and flagged in ``<key>_is_pad``; for
+  ``action`` a position whose label is invalid is flagged too (its value is zeros), so a loss
+  that masks ``action_is_pad`` never sees an invalid label;
+- DataLoader workers: under ``fork`` the loaded columns are shared copy-on-write and each worker
+  opens its own store handle if it needs one; under ``spawn`` only the configuration and frozen
+  statistics are pickled and each worker re-opens the store at the pinned watermark.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from odsd.errors import ConfigError
+from odsd.lerobot.batch import window_positions
+from odsd.lerobot.meta import EpisodeTable, OdsdDatasetMeta, make_info
+from odsd.lerobot.selection import Selection
+from odsd.lerobot.stats import compute_stats, stats_version
+from odsd.lerobot.view import View, build_view, item_dtype, label_fields, plan_columns
+from odsd.store import EpisodeStore, Snapshot
+
+
+def check_delta_timestamps(
+    delta_timestamps: Mapping[str, Sequence[float]], fps: float, tolerance_s: float
+) -> dict[str, list[int]]:
+    """LeRobot's ``check_delta_timestamps`` + ``get_delta_indices``: seconds → frame offsets."""
+    bad = {
+        key: [ts for ts in deltas if abs(ts * fps - round(ts * fps)) / fps > tolerance_s]
+        for key, deltas in delta_timestamps.items()
+    }
+    bad = {k: v for k, v in bad.items() if v}
+    if bad:
+        raise ConfigError(
+            f"delta_timestamps must be multiples of 1/{fps:g} s (+/- {tolerance_s:g} s); outside: {bad}"
+        )
+    out = {key: [round(d * fps) for d in deltas] for key, deltas in delta_timestamps.items()}
+    empty = [k for k, v in out.items() if not v]
+    if empty:
+        raise ConfigError(f"delta_timestamps for {empty} are empty")
+    return out
+
+
+def episode_table(view: View) -> EpisodeTable:
+    entries = view.entries
+    return EpisodeTable(
+        {
+            "episode_index": list(range(len(entries))),
+            "tasks": [[view.tasks[t]] for t in view.task_of_episode.tolist()],
+            "length": view.lengths.tolist(),
+            "dataset_from_index": view.from_index.tolist(),
+            "dataset_to_index": view.to_index.tolist(),
+            "odsd/episode_id": view.episode_ids.tolist(),
+            "odsd/iteration": [e.meta.iteration for e in entries],
+            "odsd/success": [bool(e.meta.success) for e in entries],
+            "odsd/commit_seq": [e.commit_seq for e in entries],
+            "odsd/policy_version_first": [
+                -1 if e.meta.policy_version_first is None else e.meta.policy_version_first for e in entries
+            ],
+            "odsd/policy_version_last": [
+                -1 if e.meta.policy_version_last is None else e.meta.policy_version_last for e in entries
+            ],
+            "odsd/segments": [
+                [
+                    f"{r.name}:{r.start}:{r.end}:{'' if r.success is None else int(r.success)}"
+                    for r in e.meta.segments
+                ]
+                for e in entries
+            ],
+        }
+    )
+
+
+class OdsdLeRobotDataset(torch.utils.data.Dataset):
+    """A ``torch`` dataset over a pinned odsd snapshot whose items match ``LeRobotDataset``'s."""
+
+    def __init__(
+        self,
+        store: str | Path | EpisodeStore,
+        *,
+        watermark: int | None = None,
+        selection: Selection | None = None,
+        label: str = "expert",
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        tolerance_s: float = 1e-4,
+        repo_id: str | None = None,
+        stats: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+        stats_id: str | None = None,
+    ) -> None:
+        """``stats``/``stats_id``: reuse frozen statistics (e.g. a checkpoint's) instead of computing them."""
+        super().__init__()
+        self._store = (
+            store if isinstance(store, EpisodeStore) else EpisodeStore.open(store, durability="process")
+        )
+        self.root = self._store.root
+        self.repo_id = repo_id or f"odsd/{self.root.name}"
+        self.selection = selection or Selection()
+        self.label = label_fields(label)[0]
+        self.tolerance_s = tolerance_s
+        self.delta_timestamps = (
+            {k: list(v) for k, v in delta_timestamps.items()} if delta_timestamps else None
+        )
+        self.image_transforms = None
+        self.episodes = None  # LeRobot: the subset of episode indices; the view already is the subset
+        manifest = self._store.manifest
+        self._plan = plan_columns(manifest.features, self.label)
+        self._features = {c.name: c.feature() for c in self._plan}
+        self.delta_indices: dict[str, list[int]] | None = None
+        if self.delta_timestamps is not None:
+            unknown = sorted(set(self.delta_timestamps) - set(self._features))
+            if unknown:
+                raise ConfigError(f"delta_timestamps keys {unknown} are not features of this dataset")
+            self.delta_indices = check_delta_timestamps(self.delta_timestamps, manifest.fps, tolerance_s)
+        self._frozen = (
+            (dict(stats), stats_id or "external", -1 if watermark is None else watermark) if stats else None
+        )
+        self._pid = os.getpid()
+        self._snap: Snapshot | None = None
+        self._view: View | None = None
+        self._load(self._store.snapshot(watermark))
+
+    # -- building -----------------------------------------------------------------------------
+
+    def _window(self) -> tuple[int, int]:
+        if not self.delta_indices:
+            return (0, 0)
+        all_d = [d for ds in self.delta_indices.values() for d in ds]
+        return (min(0, *all_d), max(0, *all_d))
+
+    def _load(self, snap: Snapshot, *, previous: View | None = None, recompute_stats: bool = False) -> None:
+        entries = self.selection.select_entries(snap.entries)
+        view = build_view(snap, self._plan, self.label, entries, previous=previous)
+        mask = self.selection.anchor_mask(
+            view.entries, view.from_index, view.lengths, view.label_valid, view.segment_id, self._window()
+        )
+        self._snap = snap
+        self._view = view
+        self.anchors = np.flatnonzero(mask).astype(np.int64)
+        self._frame_ep = view.frame_episode
+        self._ep_from = view.from_index
+        self._ep_to = view.to_index
+        # item-dtype numpy columns: numpy fancy indexing + from_numpy is far faster than torch's
+        self._arrays = {
+            name: np.ascontiguousarray(col.astype(item_dtype(str(col.dtype)), copy=False))
+            for name, col in view.columns.items()
+        }
+        self._label_valid = view.label_valid
+        if self._frozen is None or recompute_stats:
+            stats = compute_stats(view.columns, {"action": view.label_valid})
+            version = stats_version(
+                store_id=self._store.manifest.store_id,
+                watermark=snap.watermark,
+                selection_key=self.selection.key(),
+                label=self.label,
+                features=self._features,
+            )
+            self._frozen = (stats, version, snap.watermark)
+        self._build_meta()
+
+    def _build_meta(self) -> None:
+        view = self._view
+        assert view is not None
+        manifest = self._store.manifest
+        stats, version, stats_wm = self._frozen  # type: ignore[misc]
+        info = make_info(
+            fps=manifest.fps,
+            robot_type=manifest.robot_type,
+            features=self._features,
+            total_episodes=len(view.entries),
+            total_frames=view.num_frames,
+            total_tasks=len(view.tasks),
+            extra=self.provenance(version=version, stats_watermark=stats_wm, watermark=view.watermark),
+        )
+        self.meta = OdsdDatasetMeta(
+            repo_id=self.repo_id,
+            root=self.root,
+            info=info,
+            stats=stats,
+            task_names=list(view.tasks),
+            episodes=episode_table(view),
+            watermark=view.watermark,
+            stats_version=version,
+            stats_watermark=stats_wm,
+            label=self.label,
+            selection=self.selection.to_dict(),
+            store_id=manifest.store_id,
+        )
+
+    def provenance(self, *, version: str, stats_watermark: int, watermark: int) -> dict[str, Any]:
+        return {
+            "store_id": self._store.manifest.store_id,
+            "store": str(self.root),
+            "watermark": watermark,
+            "label": self.label,
+            "selection": self.selection.to_dict(),
+            "stats_version": version,
+            "stats_watermark": stats_watermark,
+        }
+
+    # -- LeRobotDataset surface ---------------------------------------------------------------
+
+    @property
+    def fps(self) -> int | float:
+        return self.meta.fps
+
+    @property
+    def features(self) -> dict[str, dict]:
+        return self.meta.features
+
+    @property
+    def num_frames(self) -> int:
+        return self.meta.total_frames
+
+    @property
+    def num_episodes(self) -> int:
+        return self.meta.total_episodes
+
+    @property
+    def watermark(self) -> int:
+        return self.meta.watermark
+
+    @property
+    def snapshot(self) -> Snapshot:
+        self._ensure()
+        assert self._snap is not None
+        return self._snap
+
+    @property
+    def view(self) -> View:
+        self._ensure()
+        assert self._view is not None
+        return self._view
+
+    def __len__(self) -> int:
+        return int(self.anchors.shape[0])
+
+    def __getitem__(self, idx: Any) -> dict[str, Any]:
+        if isinstance(idx, (int, np.integer)) or (isinstance(idx, torch.Tensor) and idx.ndim == 0):
+            return self._item(int(idx))
+        return self.get_batch(idx)
+
+    def _item(self, i: int) -> dict[str, Any]:
+        self._ensure()
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for {n} items")
+        p = int(self.anchors[i])
+        item: dict[str, Any] = {name: torch.from_numpy(np.array(a[p])) for name, a in self._arrays.items()}
+        if self.delta_indices is not None:
+            e = int(self._frame_ep[p])
+            lo, hi = int(self._ep_from[e]), int(self._ep_to[e])
+            pads: dict[str, torch.Tensor] = {}
+            values: dict[str, torch.Tensor] = {}
+            for key, deltas in self.delta_indices.items():
+                q = [p + d for d in deltas]
+                qc = [min(max(x, lo), hi - 1) for x in q]
+                pad = [x < lo or x >= hi for x in q]
+                if key == "action":
+                    pad = [a or not self._label_valid[c] for a, c in zip(pad, qc, strict=True)]
+                pads[f"{key}_is_pad"] = torch.tensor(pad, dtype=torch.bool)
+                values[key] = torch.from_numpy(self._arrays[key][qc])
+            item = {**item, **pads}
+            item.update(values)
+        item["task"] = self.meta.task_names[int(item["task_index"])]
+        return item
+
+    def get_batch(self, indices: Sequence[int] | np.ndarray | torch.Tensor) -> dict[str, Any]:
+        """``default_collate([self[i] for i in indices])``, vectorized (one gather per feature)."""
+        self._ensure()
+        idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices, dtype=np.int64)
+        n = len(self)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"indices out of range for {n} items")
+        p = self.anchors[idx]
+        batch: dict[str, Any] = {name: torch.from_numpy(a[p]) for name, a in self._arrays.items()}
+        if self.delta_indices is not None:
+            e = self._frame_ep[p]
+            lo, hi = self._ep_from[e], self._ep_to[e]
+            pads: dict[str, torch.Tensor] = {}
+            values: dict[str, torch.Tensor] = {}
+            for key, deltas in self.delta_indices.items():
+                qc, pad = window_positions(p, lo, hi, np.asarray(deltas, dtype=np.int64))
+                if key == "action":
+                    pad |= ~self._label_valid[qc]
+                pads[f"{key}_is_pad"] = torch.from_numpy(pad)
+                values[key] = torch.from_numpy(self._arrays[key][qc])
+            batch = {**batch, **pads}
+            batch.update(values)
+        names = self.meta.task_names
+        batch["task"] = [names[t] for t in batch["task_index"].tolist()]
+        return batch
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def refresh(self, *, recompute_stats: bool = False) -> int:
+        """Move to the newest watermark; returns how many frames the view gained (may be negative).
+
+        Loaded segment data is reused and new episodes are appended to the loaded columns when
+        the selection only grew; statistics stay frozen unless ``recompute_stats``.
+        """
+        self._ensure()
+        assert self._snap is not None and self._view is not None
+        before = self._view.num_frames
+        snap = self._snap.refresh()
+        if snap.watermark != self._snap.watermark or recompute_stats:
+            self._load(snap, previous=self._view, recompute_stats=recompute_stats)
+        return self._view.num_frames - before
+
+    def _ensure(self) -> None:
+        if self._pid != os.getpid():  # a forked worker: own store handle, inherited (read-only) columns
+            self._pid = os.getpid()
+            self._store = EpisodeStore.open(self.root, durability="process")
+            if self._snap is not None:
+                self._snap = self._store.snapshot(self._snap.watermark)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_pinned"] = self.meta.watermark
+        for key in (
+            "_store",
+            "_snap",
+            "_view",
+            "anchors",
+            "_frame_ep",
+            "_ep_from",
+            "_ep_to",
+            "_arrays",
+            "_label_valid",
+        ):
+            state[key] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pid = os.getpid()
+        self._store = EpisodeStore.open(self.root, durability="process")
+        self._load(self._store.snapshot(self._pinned))
+
+    def __repr__(self) -> str:
+        return (
+            f"OdsdLeRobotDataset(store={str(self.root)!r}, watermark={self.watermark}, label={self.label!r}, "
+            f"episodes={self.num_episodes}, frames={self.num_frames}, items={len(self)})"
+        )

@@ -1,0 +1,46 @@
+"""Fixtures for the LeRobot reader/export tests: hand-built stores and one collected store."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# LeRobot must never reach the network here, and `datasets` must not fill the user's cache.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if "HF_DATASETS_CACHE" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="odsd-hf-cache-")
+    os.environ["HF_DATASETS_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
+
+from lerobot_helpers import build_store
+
+
+@pytest.fixture
+def small_store(tmp_path: Path):
+    """6 episodes over 3 iterations, some failed, some invalid expert labels, segment tables."""
+    return build_store(tmp_path / "small", seed=0)
+
+
+@pytest.fixture(scope="session")
+def collected_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real dagger_sync pick_place store (16 episodes, ~1k frames, all labels valid)."""
+    from odsd.collect import CollectConfig, Collector
+
+    path = tmp_path_factory.mktemp("collected") / "store"
+    Collector(
+        CollectConfig(
+            mode="dagger_sync",
+            task="pick_place",
+            num_envs=8,
+            store=str(path),
+            episodes_per_iteration=8,
+            max_iterations=2,
+            durability="process",
+        )
+    ).run()
+    return path

@@ -1,0 +1,130 @@
+"""Hand-built stores with controlled labels, outcomes and segments, and a reference window rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from odsd.schema import EpisodeMeta
+from odsd.schema.store import SegmentRef
+from odsd.store import Episode, EpisodeStore
+
+FEATURES: dict[str, dict[str, Any]] = {
+    "observation.state": {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]},
+    "action.expert": {"dtype": "float32", "shape": [2], "names": ["a0", "a1"]},
+    "action.expert_valid": {"dtype": "bool", "shape": []},
+    "action.behavior": {"dtype": "float32", "shape": [2], "names": ["a0", "a1"]},
+    "reward": {"dtype": "float32", "shape": []},
+    "terminated": {"dtype": "bool", "shape": []},
+    "truncated": {"dtype": "bool", "shape": []},
+    "success": {"dtype": "bool", "shape": []},
+    "episode_step": {"dtype": "int32", "shape": []},
+    "segment_id": {"dtype": "int16", "shape": []},
+    "policy_version": {"dtype": "int32", "shape": []},
+}
+PHASES = ["reach", "grasp", "lift"]
+
+
+def make_episode(
+    length: int,
+    rng: np.random.Generator,
+    *,
+    iteration: int = 0,
+    success: bool = True,
+    invalid_rate: float = 0.0,
+    nan_invalid: bool = True,
+    task: str = "pick",
+) -> Episode:
+    # segments: split into up to 3 runs
+    cuts = (
+        sorted(rng.choice(np.arange(1, length), size=min(2, length - 1), replace=False).tolist())
+        if length > 2
+        else []
+    )
+    bounds = [0, *cuts, length]
+    seg = np.zeros(length, dtype=np.int16)
+    refs = []
+    for k in range(len(bounds) - 1):
+        seg[bounds[k] : bounds[k + 1]] = k
+        last = k == len(bounds) - 2
+        refs.append(
+            SegmentRef(
+                name=PHASES[k],
+                start=bounds[k],
+                end=bounds[k + 1],
+                success=(success if last else True),
+                failure_reason=None if (success or not last) else "timeout",
+            )
+        )
+    valid = rng.random(length) >= invalid_rate
+    expert = rng.uniform(-1, 1, (length, 2)).astype(np.float32)
+    if nan_invalid:
+        expert[~valid] = np.nan
+    frames = {
+        "observation.state": rng.standard_normal((length, 3)).astype(np.float32),
+        "action.expert": expert,
+        "action.expert_valid": valid,
+        "action.behavior": rng.uniform(-1, 1, (length, 2)).astype(np.float32),
+        "reward": rng.standard_normal(length).astype(np.float32),
+        "terminated": np.arange(length) == length - 1,
+        "truncated": np.zeros(length, dtype=bool),
+        "success": (np.arange(length) == length - 1) & success,
+        "episode_step": np.arange(length, dtype=np.int32),
+        "segment_id": seg,
+        "policy_version": np.full(length, iteration, dtype=np.int32),
+    }
+    meta = EpisodeMeta(
+        length=length,
+        iteration=iteration,
+        success=success,
+        task=task,
+        segments=refs,
+        policy_version_first=iteration,
+        policy_version_last=iteration,
+    )
+    return Episode(frames=frames, meta=meta)
+
+
+def build_store(
+    path: Path,
+    *,
+    seed: int = 0,
+    lengths: list[int] | None = None,
+    invalid_rate: float = 0.2,
+    fps: float = 10,
+) -> EpisodeStore:
+    """Commit episodes in 3 commits (one per iteration); odd episodes fail."""
+    rng = np.random.default_rng(seed)
+    lengths = lengths or [12, 7, 20, 5, 15, 9]
+    store = EpisodeStore.create(path, features=FEATURES, fps=fps, durability="process")
+    writer = store.writer(run_id="t")
+    per = max(1, -(-len(lengths) // 3))
+    for it, start in enumerate(range(0, len(lengths), per)):
+        eps = [
+            make_episode(
+                n,
+                rng,
+                iteration=it,
+                success=(i % 2 == 0),
+                invalid_rate=invalid_rate,
+                task="pick" if i % 3 else "place",
+            )
+            for i, n in enumerate(lengths[start : start + per], start=start)
+        ]
+        writer.commit(eps)
+    return store
+
+
+def reference_window(
+    anchor: int, ep_from: int, ep_to: int, deltas: list[int], valid: np.ndarray | None
+) -> tuple[list[int], list[bool]]:
+    """The rule written out plainly: clamp into the episode; pad outside it (and invalid labels)."""
+    idx, pad = [], []
+    for d in deltas:
+        q = anchor + d
+        c = min(max(q, ep_from), ep_to - 1)
+        idx.append(c)
+        pad.append(not (ep_from <= q < ep_to) or (valid is not None and not bool(valid[c])))
+    return idx, pad
