@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,11 +13,21 @@ import torch
 from odsd.envs.spec import torch_dtype
 
 
-class EpisodeBuffers:
-    """``[num_envs, max_steps, *shape]`` tensors, one per field, written one step at a time.
+@dataclass(frozen=True)
+class _Column:
+    group: torch.dtype
+    start: int
+    stop: int
+    shape: tuple[int, ...]
 
-    Every row writes at its own step index, so rows finish and restart independently; a
-    finished row is copied to host once per field (all rows finishing in one step together).
+
+class EpisodeBuffers:
+    """Per-row episode storage: ``[num_envs, max_steps, width]`` tensors, one per dtype.
+
+    Fields of the same dtype are packed side by side, so recording a step is one write per dtype
+    (not per field). Every row writes at its own step index, so rows finish and restart
+    independently; all rows finishing in one step are copied to the host together, one copy
+    per dtype.
     """
 
     def __init__(
@@ -24,11 +36,19 @@ class EpisodeBuffers:
         self.num_envs = num_envs
         self.max_steps = max_steps
         self.device = device
-        self.data: dict[str, torch.Tensor] = {
-            name: torch.zeros(
-                (num_envs, max_steps, *feat["shape"]), dtype=torch_dtype(feat["dtype"]), device=device
-            )
-            for name, feat in features.items()
+        self.columns: dict[str, _Column] = {}
+        widths: dict[torch.dtype, int] = {}
+        self._group_fields: dict[torch.dtype, list[str]] = {}
+        for name, feat in features.items():
+            dtype = torch_dtype(feat["dtype"])
+            shape = tuple(int(d) for d in feat["shape"])
+            start = widths.get(dtype, 0)
+            widths[dtype] = start + math.prod(shape)
+            self.columns[name] = _Column(dtype, start, widths[dtype], shape)
+            self._group_fields.setdefault(dtype, []).append(name)
+        self.data: dict[torch.dtype, torch.Tensor] = {
+            dtype: torch.zeros((num_envs, max_steps, width), dtype=dtype, device=device)
+            for dtype, width in widths.items()
         }
         self._rows = torch.arange(num_envs, device=device)
 
@@ -38,20 +58,28 @@ class EpisodeBuffers:
             raise RuntimeError(
                 f"episode longer than the buffer ({self.max_steps} steps); the env did not truncate"
             )
-        for name, buf in self.data.items():
-            buf[self._rows, step] = values[name].to(buf.dtype)
+        n = self.num_envs
+        for dtype, names in self._group_fields.items():
+            parts = [values[name].reshape(n, -1) for name in names]
+            packed = torch.cat([p if p.dtype == dtype else p.to(dtype) for p in parts], dim=1)
+            self.data[dtype][self._rows, step] = packed
 
     def take_concat(
         self, rows: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The first ``lengths[j]`` frames of each row ``rows[j]``, concatenated per field in row order.
 
-        One device→host copy per field for all finishing rows; returns the frames and the start
-        offset of each episode (plus the total at the end).
+        One device→host copy per dtype for all finishing rows; returns the frames (views into
+        those copies) and the start offset of each episode (plus the total at the end).
         """
         longest = int(lengths.max())
         mask = torch.arange(longest, device=self.device)[None, :] < lengths[:, None]
-        frames = {name: buf[rows, :longest][mask].cpu().numpy() for name, buf in self.data.items()}
+        host = {dtype: buf[rows, :longest][mask].cpu().numpy() for dtype, buf in self.data.items()}
+        total = int(mask.sum())
+        frames = {
+            name: host[col.group][:, col.start : col.stop].reshape(total, *col.shape)
+            for name, col in self.columns.items()
+        }
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths.cpu().numpy(), out=offsets[1:])
         return frames, offsets
@@ -62,3 +90,10 @@ class EpisodeBuffers:
         return [
             {name: arr[offsets[j] : offsets[j + 1]] for name, arr in frames.items()} for j in range(len(rows))
         ]
+
+    def field(self, name: str) -> torch.Tensor:
+        """The ``[num_envs, max_steps, *shape]`` view of one field (for inspection and tests)."""
+        col = self.columns[name]
+        return self.data[col.group][:, :, col.start : col.stop].reshape(
+            self.num_envs, self.max_steps, *col.shape
+        )

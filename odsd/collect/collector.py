@@ -140,6 +140,10 @@ class Collector:
         self.segments = SegmentTracker(self.n, self.device)
         self.episode_beta = torch.zeros(self.n, dtype=torch.float32, device=self.device)
         self.episode_started: list[str] = [""] * self.n
+        self._low = self.spec.action.low_tensor(self.device) - 1e-5
+        self._high = self.spec.action.high_tensor(self.device) + 1e-5
+        self._zeros_i32 = torch.zeros(self.n, dtype=torch.int32, device=self.device)
+        self._constants: dict[str, tuple[float, torch.Tensor]] = {}
         self._lock = threading.Lock()
         self.window = MetricsWindow()
         self.iteration_window = MetricsWindow()
@@ -306,14 +310,11 @@ class Collector:
         flat = spec.flatten_observation(frozen)
         state = flat[STATE_KEY]
         beta = self.beta
-        low = spec.action.low_tensor(self.device)
-        high = spec.action.high_tensor(self.device)
 
         if self.student is not None:
-            student_action = self.student.policy(state).to(self.device, torch.float32)
-            student_valid = torch.isfinite(student_action).all(dim=1) & (
-                (student_action >= low - 1e-5) & (student_action <= high + 1e-5)
-            ).all(dim=1)
+            student_action = _as(self.student.policy(state), torch.float32, self.device)
+            # NaN fails both comparisons, so this also rejects non-finite actions.
+            student_valid = ((student_action >= self._low) & (student_action <= self._high)).all(dim=1)
         else:
             student_action = torch.zeros((self.n, spec.action.dim), device=self.device)
             student_valid = torch.zeros(self.n, dtype=torch.bool, device=self.device)
@@ -323,12 +324,13 @@ class Collector:
             t0 = time.perf_counter()
             query = validate_query(self.expert.act(frozen, env_ids=all_rows), spec, self.n)
             latency = time.perf_counter() - t0
-            expert_action = query.action.to(torch.float32)
+            expert_action = _as(query.action, torch.float32, self.device)
             expert_valid = query.valid
-            failure = query.failure if query.failure is not None else torch.zeros(self.n, dtype=torch.int32)
-            failure = failure.to(self.device, torch.int32)
+            failure = (
+                _as(query.failure, torch.int32, self.device) if query.failure is not None else self._zeros_i32
+            )
             confidence = (
-                query.confidence.to(self.device, torch.float32)
+                _as(query.confidence, torch.float32, self.device)
                 if query.confidence is not None
                 else expert_valid.to(torch.float32)
             )
@@ -354,7 +356,7 @@ class Collector:
         seg_id, seg_step, seg_start = self.segments.advance(phase, self.step_index)
         pre_state = self.env.get_state() if self.config.record_state else None  # type: ignore[attr-defined]
         next_obs, reward, terminated, truncated, info = self.env.step(behavior)
-        success = info["success"].to(self.device, torch.bool)
+        success = _as(info["success"], torch.bool, self.device)
 
         frame: dict[str, torch.Tensor] = dict(flat)
         frame.update(
@@ -375,10 +377,8 @@ class Collector:
                 "segment_id": seg_id,
                 "segment_step": seg_step,
                 "segment_start": seg_start,
-                "policy_version": torch.full(
-                    (self.n,), self.policy_version, dtype=torch.int32, device=self.device
-                ),
-                "beta": torch.full((self.n,), beta, dtype=torch.float32, device=self.device),
+                "policy_version": self._constant("policy_version", self.policy_version, torch.int32),
+                "beta": self._constant("beta", beta, torch.float32),
             }
         )
         if pre_state is not None:
@@ -419,6 +419,14 @@ class Collector:
             self._start_episodes(rows, next_obs, reset_info)
         return next_obs
 
+    def _constant(self, name: str, value: float, dtype: torch.dtype) -> torch.Tensor:
+        """A per-row tensor filled with ``value``, rebuilt only when the value changes."""
+        cached = self._constants.get(name)
+        if cached is None or cached[0] != value:
+            cached = (value, torch.full((self.n,), value, dtype=dtype, device=self.device))
+            self._constants[name] = cached
+        return cached[1]
+
     def _start_episodes(self, rows: torch.Tensor, obs: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
         self.step_index[rows] = 0
         self.segments.reset(rows)
@@ -453,6 +461,7 @@ class Collector:
             meta = EpisodeMeta(
                 length=stop - start,
                 run_id=self.run_id,
+                writer_id=self.worker.writer.writer_id if self.worker is not None else None,
                 iteration=self.progress.iteration,
                 env_row=row,
                 seed=self.env_seed,
@@ -569,3 +578,10 @@ class Collector:
                 window.episodes_committed += stats.episodes
                 window.frames_committed += stats.frames
                 window.commit_latency_s.append(stats.latency_s)
+
+
+def _as(tensor: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``tensor`` in ``dtype`` on ``device``, without a call when it already is."""
+    if tensor.dtype == dtype and tensor.device == device:
+        return tensor
+    return tensor.to(device, dtype)

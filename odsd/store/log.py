@@ -39,11 +39,15 @@ def _canonical(body: dict) -> bytes:
 
 
 def encode_document(model: CommitRecord | Checkpoint) -> bytes:
-    """Serialize with an embedded sha256 over the canonical body, so damage is detectable."""
+    """Serialize with an embedded sha256 over the canonical body, so damage is detectable.
+
+    The file is the canonical (sorted, compact) JSON itself, which keeps encoding on json's C
+    encoder: an indented dump of a 256-episode record costs ~40 ms in pure Python.
+    """
     body = model.model_dump(mode="json")
     body["checksum"] = ""
     body["checksum"] = hashlib.sha256(_canonical(body)).hexdigest()
-    return json.dumps(body, sort_keys=True, indent=1).encode()
+    return _canonical(body) + b"\n"
 
 
 def _decode(path: Path, data: bytes) -> dict:

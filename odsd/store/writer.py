@@ -134,8 +134,9 @@ class EpisodeWriter:
             if state.is_duplicate(self.writer_id, wseq):
                 return None
             first = state.next_episode_id
+            # The metas were validated when built; skip re-validating hundreds of them per commit.
             entries = [
-                EpisodeEntry(
+                EpisodeEntry.model_construct(
                     episode_id=first + i,
                     segment=info.path,
                     offset=offsets[i],
