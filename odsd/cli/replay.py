@@ -9,16 +9,18 @@ Registered by the application as::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from odsd.cli.output import console, print_json
+from odsd.replay.defaults import DEFAULT_ATOL, DEFAULT_ENV_ROWS, MODES
 from odsd.replay.errors import ReplayError
-from odsd.replay.replay import DEFAULT_ATOL, MODES, ReplayReport, replay_episodes
-from odsd.replay.verify import DEFAULT_ENV_ROWS, verify_store
 from odsd.store import EpisodeStore
+
+if TYPE_CHECKING:
+    from odsd.replay.replay import ReplayReport
 
 StorePath = Annotated[Path, typer.Argument(help="Store directory.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
@@ -83,6 +85,8 @@ def replay_cmd(
         raise ReplayError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     snap = EpisodeStore.open(store).snapshot(watermark)
     try:
+        from odsd.replay.replay import replay_episodes
+
         report = replay_episodes(
             snap, episode, mode=mode, env_rows=env_rows, device=device, task=task, atol=atol
         )  # type: ignore[arg-type]
@@ -124,6 +128,8 @@ def verify_cmd(
     json_out: JsonFlag = False,
 ) -> int:
     """Replay a sample of episodes and report determinism; exit 4 if any does not reproduce."""
+    from odsd.replay.verify import verify_store
+
     result = verify_store(
         EpisodeStore.open(path),
         replay=replay,

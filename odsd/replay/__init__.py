@@ -7,12 +7,40 @@
     report.max_obs_dev, [e.explanation for e in report.failed]
 """
 
+from importlib import import_module
+from typing import Any
+
+from odsd.replay.defaults import DEFAULT_ATOL
 from odsd.replay.errors import ReplayError, SpecMismatchError
-from odsd.replay.replay import DEFAULT_ATOL, EpisodeReplay, Replayer, ReplayReport, replay_episodes
-from odsd.replay.spec_check import RecordedEnv, check_compatible, make_replay_env, recorded_env
-from odsd.replay.storage import StateStorage, state_bytes_per_frame, state_storage
-from odsd.replay.verify import VerifyResult, sample_episodes, verify_store
-from odsd.replay.windows import segment_boundaries, segment_frame_mask, segment_names, segment_windows
+
+_LAZY = {
+    "EpisodeReplay": "replay",
+    "Replayer": "replay",
+    "ReplayReport": "replay",
+    "replay_episodes": "replay",
+    "RecordedEnv": "spec_check",
+    "check_compatible": "spec_check",
+    "make_replay_env": "spec_check",
+    "recorded_env": "spec_check",
+    "StateStorage": "storage",
+    "state_bytes_per_frame": "storage",
+    "state_storage": "storage",
+    "VerifyResult": "verify",
+    "sample_episodes": "verify",
+    "verify_store": "verify",
+    "segment_boundaries": "windows",
+    "segment_frame_mask": "windows",
+    "segment_names": "windows",
+    "segment_windows": "windows",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Replay pulls in torch and the simulators; load it only when used (keeps `odsd --help` fast).
+    if name in _LAZY:
+        return getattr(import_module(f"odsd.replay.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'odsd.replay' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_ATOL",

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from odsd.envs import ENVIRONMENT_STATE_KEY, STATE_KEY, VecEnv, safe_hold_action
+from odsd.replay.defaults import DEFAULT_ATOL, MODES
 from odsd.replay.errors import ReplayError
 from odsd.replay.spec_check import (
     ACTION_FIELD,
@@ -47,8 +48,6 @@ from odsd.replay.spec_check import (
 from odsd.store import Snapshot
 
 Mode = Literal["kinematic", "dynamic"]
-MODES = ("kinematic", "dynamic")
-DEFAULT_ATOL = 1e-5
 RNG_FIELDS = ("rng_key", "rng_counter")
 _OUTCOME_FIELDS = ("reward", "terminated", "truncated", "success")
 

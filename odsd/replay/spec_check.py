@@ -20,10 +20,10 @@ import torch
 
 from odsd.envs import STATE_KEY, EnvSpec, VecEnv, make_env
 from odsd.envs.errors import EnvError
+from odsd.replay.defaults import STATE_PREFIX
 from odsd.replay.errors import ReplayError, SpecMismatchError
 from odsd.store import Snapshot
 
-STATE_PREFIX = "state."
 ACTION_FIELD = "action.behavior"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from odsd.replay.spec_check import STATE_PREFIX
+from odsd.replay.defaults import STATE_PREFIX
 from odsd.store import EpisodeStore
 
 

@@ -22,12 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from odsd.replay.defaults import DEFAULT_ENV_ROWS
 from odsd.replay.errors import ReplayError
 from odsd.replay.replay import DEFAULT_ATOL, ReplayReport, replay_episodes
 from odsd.replay.spec_check import STATE_PREFIX, recorded_env
 from odsd.store import EpisodeStore
-
-DEFAULT_ENV_ROWS = 16
 
 
 @dataclass
