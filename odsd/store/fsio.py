@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PARTIAL_SUFFIX = ".partial"
@@ -27,11 +29,27 @@ def fsync_dir(path: Path) -> None:
 
 
 def fsync_tree(root: Path) -> None:
-    """fsync every file and directory below ``root`` (children first)."""
+    """fsync every file below ``root``, then every directory (children first).
+
+    Files are synced concurrently: the kernel can merge their journal commits, which on a
+    typical ext4 disk makes a segment's ~20 fsyncs cost little more than one.
+    """
+    files: list[Path] = []
+    dirs: list[Path] = []
     for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            fsync_file(Path(dirpath) / name)
-        fsync_dir(Path(dirpath))
+        files.extend(Path(dirpath) / name for name in filenames)
+        dirs.append(Path(dirpath))
+    if len(files) > 1:
+        list(_fsync_pool().map(fsync_file, files))
+    elif files:
+        fsync_file(files[0])
+    for directory in dirs:
+        fsync_dir(directory)
+
+
+@functools.cache
+def _fsync_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="odsd-fsync")
 
 
 def temp_path(final: Path) -> Path:
