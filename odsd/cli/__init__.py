@@ -15,6 +15,7 @@ from typer.exceptions import TyperException
 from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd, resume_cmd
 from odsd.cli.demo import demo_cmd
 from odsd.cli.export import export_lerobot_cmd
+from odsd.cli.learn import learn_cmd
 from odsd.cli.replay import replay_cmd, verify_cmd
 from odsd.cli.status import status_cmd
 from odsd.cli.store import store_app
@@ -39,6 +40,7 @@ app.command("eval")(eval_cmd)
 app.command("check-env")(check_env_cmd)
 app.command("demo")(demo_cmd)
 app.command("export-lerobot")(export_lerobot_cmd)
+app.command("learn")(learn_cmd)
 app.command("replay")(replay_cmd)
 store_app.command("verify")(verify_cmd)
 

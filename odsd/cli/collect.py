@@ -63,6 +63,13 @@ def collect_cmd(
         bool | None, typer.Option(help="expert_demo: also commit failed episodes.")
     ] = None,
     success_only: Annotated[bool | None, typer.Option(help="dagger_sync: commit only successes.")] = None,
+    policy_wait: Annotated[
+        float | None,
+        typer.Option(help="Wait up to S seconds at a boundary for a newer student (odsd learn)."),
+    ] = None,
+    torch_threads: Annotated[
+        int | None, typer.Option(help="torch intra-op threads (default: torch's).")
+    ] = None,
     record_state: Annotated[
         bool | None,
         typer.Option("--record-state", help="Record the full simulator state per frame (replay)."),
@@ -101,6 +108,8 @@ def collect_cmd(
         "keep_failed": keep_failed,
         "success_only": success_only,
         "record_state": record_state,
+        "policy_wait_s": policy_wait,
+        "torch_threads": torch_threads,
         "durability": durability,
         "run_id": run_id,
     }

@@ -115,6 +115,7 @@ class Collector:
         self.on_tick = on_tick
         self.on_iteration_end = on_iteration_end
         self.reload_requested = threading.Event()
+        self._stop = threading.Event()
         self.schedule: BetaSchedule = config.beta
         self.progress = Progress()
         self.features = frame_features(self.spec, record_state=config.record_state)
@@ -194,7 +195,23 @@ class Collector:
         if self.reload_requested.is_set():
             self.reload_requested.clear()
             log.info("reloading the policy directory %s", self.students.dir)
+        previous = self.student
         self.student = self.students.load_newest(create=self.config.mode == "dagger_sync")
+        wait = self.config.policy_wait_s
+        if previous is not None and wait > 0 and self.student.version <= previous.version:
+            self._wait_for_new_student(previous.version, wait)
+
+    def _wait_for_new_student(self, version: int, timeout_s: float) -> None:
+        """Synchronous DAgger with a separate learner: wait for a snapshot newer than ``version``."""
+        log.info("waiting up to %.0fs for a student newer than v%d", timeout_s, version)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self._stop.is_set():
+            self._stop.wait(0.2)
+            newest = self.students.load_newest(create=False)
+            if newest.version > version:
+                self.student = newest
+                return
+        log.warning("no student newer than v%d after %.0fs; continuing with it", version, timeout_s)
 
     def pin_student(self, path: str) -> None:
         """Use this exact snapshot until the next iteration boundary (resume restores it)."""
@@ -210,6 +227,7 @@ class Collector:
         """
         stop = stop or threading.Event()
         abort = abort or threading.Event()
+        self._stop = stop
         started = time.monotonic()
         if self.student is None:
             self._load_student()

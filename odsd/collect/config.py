@@ -54,6 +54,9 @@ class CollectConfig(BaseModel):
     durability: Literal["fsync", "process"] = "fsync"
     run_id: str | None = None
     metrics_interval_s: float = Field(default=5.0, gt=0)
+    policy_wait_s: float = Field(default=0.0, ge=0)
+    """dagger_sync: at an iteration boundary, wait up to this long for a newer student snapshot
+    (a separate ``odsd learn`` process); 0 continues at once with the newest one available."""
     torch_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads for this process (default: torch's choice)."""
 

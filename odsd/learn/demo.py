@@ -20,7 +20,7 @@ from odsd.collect import BetaSchedule, CollectConfig, Collector
 from odsd.collect.evaluation import EvalResult, summarize_eval
 from odsd.errors import ConfigError
 from odsd.learn.bc import BCConfig, publish_bc, train_bc
-from odsd.store import EpisodeStore
+from odsd.lerobot import OdsdLeRobotDataset
 
 MARKER = ".odsd-demo"
 
@@ -108,18 +108,18 @@ def run_demo(cfg: DemoConfig, progress: Callable[[str], None] = print) -> DemoRe
         if kind != "iteration":
             return
         collector: Collector = holder["collector"]
-        snapshot = EpisodeStore.open(store_path).snapshot()
+        dataset = OdsdLeRobotDataset(store_path)
         model = train_bc(
-            snapshot, collector.spec, BCConfig(steps=cfg.train_steps, seed=cfg.seed, device=cfg.device)
+            dataset, collector.spec, BCConfig(steps=cfg.train_steps, seed=cfg.seed, device=cfg.device)
         )
-        path = publish_bc(policies, model, collector.spec, snapshot)
+        path = publish_bc(policies, model, collector.spec, dataset)
         result = evaluate_student(cfg, path, seed=10_000 + record["iteration"])
         row = DemoRow(
             iteration=record["iteration"],
             beta=record["beta"],
             policy_version=record["policy_version"],
             collection_success=record.get("collection_success_rate"),
-            episodes_committed=snapshot.num_episodes,
+            episodes_committed=dataset.meta.total_episodes,
             student_success=result.success_rate,
             student_ci95=result.ci95,
         )

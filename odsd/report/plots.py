@@ -97,7 +97,13 @@ def plot_throughput(runs: list[RunData], path: Path) -> Path:
             color=color,
             linestyle="--",
         )
-    return _finish(fig, ax, path, "Throughput per iteration (wall clock, incl. time blocked at the boundary)", "frames / s")
+    return _finish(
+        fig,
+        ax,
+        path,
+        "Throughput per iteration (wall clock, incl. time blocked at the boundary)",
+        "frames / s",
+    )
 
 
 def plot_failures(runs: list[RunData], path: Path) -> Path | None:
