@@ -94,6 +94,7 @@ class Collector:
         on_report: Callable[[str, dict[str, Any]], None] | None = None,
         on_tick: Callable[[Collector], None] | None = None,
         on_iteration_end: Callable[[Collector], None] | None = None,
+        on_start: Callable[[Collector], None] | None = None,
         incarnation: int = 0,
     ) -> None:
         self.config = config
@@ -114,6 +115,7 @@ class Collector:
         self.env_seed = config.seed + 1_000_003 * incarnation
         self.on_tick = on_tick
         self.on_iteration_end = on_iteration_end
+        self.on_start = on_start
         self.reload_requested = threading.Event()
         self._stop = threading.Event()
         self.schedule: BetaSchedule = config.beta
@@ -241,6 +243,8 @@ class Collector:
                 context=self._commit_context,
                 on_commit=self._on_commit,
             )
+        if self.on_start is not None:
+            self.on_start(self)
         obs, info = self.env.reset(seed=self.env_seed)
         all_rows = torch.arange(self.n, device=self.device)
         self._start_episodes(all_rows, obs, info)

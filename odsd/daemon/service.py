@@ -57,6 +57,7 @@ class CollectService:
             self.config,
             on_report=self._report,
             on_tick=self._tick,
+            on_start=self._started,
             on_iteration_end=self._iteration_end,
             incarnation=incarnation,
         )
@@ -137,6 +138,11 @@ class CollectService:
             self.notifier.status(
                 f"iteration {p.iteration}, beta {collector.beta:.3f}, {p.episodes_committed} episodes committed"
             )
+
+    def _started(self, collector: Collector) -> None:
+        # A first manifest before any step: a run killed before its first boundary can be resumed.
+        if self.resume_state is None:
+            self._write_state("start")
 
     def _iteration_end(self, collector: Collector) -> None:
         self._write_state("iteration")

@@ -37,7 +37,7 @@ def _run_section(rd: RunData) -> list[str]:
     if table:
         lines += [
             "| iteration | beta | collected with | collection success | student-only success (95% CI) "
-            "| labels | invalid labels | disagreement (L2) | env frames/s |",
+            "| labels | invalid labels | disagreement (L2) | env frames/s (wall, incl. boundary) |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in table:

@@ -46,7 +46,7 @@ class RunState(_Doc):
     run_id: str
     incarnation: int = Field(ge=0)
     sequence: int = Field(ge=0)
-    reason: Literal["iteration", "shutdown", "failure"]
+    reason: Literal["start", "iteration", "shutdown", "failure"]
     created: str = Field(default_factory=utc_now)
     watermark: int
     counters: RunCounters

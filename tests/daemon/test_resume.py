@@ -54,14 +54,14 @@ def manifests(store: Path) -> list[RunState]:
     ]
 
 
-def test_manifests_at_every_boundary_and_at_shutdown(ran: Path) -> None:
+def test_manifests_at_start_every_boundary_and_at_shutdown(ran: Path) -> None:
     ms = manifests(ran)
-    assert [m.reason for m in ms] == ["iteration"] * 3 + ["shutdown"]
-    assert [m.sequence for m in ms] == [0, 1, 2, 3]
-    assert [m.counters.iteration for m in ms] == [1, 2, 3, 3]
-    assert [m.counters.episodes_committed for m in ms] == [6, 12, 18, 18]
+    assert [m.reason for m in ms] == ["start"] + ["iteration"] * 3 + ["shutdown"]
+    assert [m.sequence for m in ms] == [0, 1, 2, 3, 4]
+    assert [m.counters.iteration for m in ms] == [0, 1, 2, 3, 3]
+    assert [m.counters.episodes_committed for m in ms] == [0, 6, 12, 18, 18]
     assert all(m.counters.episodes_in_iteration == 0 for m in ms)
-    assert [m.beta for m in ms] == [0.5, 0.25, 0.125, 0.125]
+    assert [m.beta for m in ms] == [1.0, 0.5, 0.25, 0.125, 0.125]
     store = EpisodeStore.open(ran)
     for m in ms:
         # Everything a manifest counts is committed at or below its watermark.
