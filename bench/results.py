@@ -14,8 +14,8 @@ Protocol (identical for every learner that is compared):
   scratch* on every committed frame with a valid expert label (``train_bc``), published, loaded by
   the collector at the boundary, and evaluated student-only.
 - *BC*: ``expert_demo`` data from the same planner (successful episodes only, the mode's default),
-  collected once per seed. For every DAgger iteration, BC trains from scratch on the first ``L``
-  valid labels of that data, where ``L`` is exactly the number of valid labels DAgger had trained
+  collected once per seed. For every DAgger iteration, BC trains from scratch (through the same
+  LeRobot-compatible reader ``train_bc`` uses) on the first ``L`` valid labels of that data, where ``L`` is exactly the number of valid labels DAgger had trained
   on at that iteration (equal label budget), with the same number of training steps (a function of
   ``L`` only).
 - *Evaluation*: ``Collector(CollectConfig(mode="eval", student=<snapshot>, ...), commit_store=False)``
@@ -65,9 +65,16 @@ class Setup:
     steps_per_label: float = 0.4
     steps_max: int = 6000
     beta_decay: float = 0.5
+    lr: float = 3e-3
+    lr_schedule: str = "cosine"
     eval_num_envs: int = 25
     eval_expert: str = "planner"
     """Labels the task phase (segment) of eval frames only; the student alone acts."""
+
+    def bc_config(self, labels: int, seed: int) -> Any:
+        from odsd.learn.bc import BCConfig
+
+        return BCConfig(steps=self.train_steps(labels), lr=self.lr, lr_schedule=self.lr_schedule, seed=seed)
 
     def train_steps(self, labels: int) -> int:
         """Training steps as a function of the label count only (same rule for DAgger and BC)."""
@@ -114,17 +121,27 @@ def evaluate(setup: Setup, policy: Path, work: Path, *, expert: str | None = Non
     }
 
 
-class PrefixSnapshot:
-    """The first ``frames`` frames of a snapshot, for ``train_bc`` (which only calls ``read``)."""
+def budget_dataset(store_path: Path, snapshot: Any, budget: int) -> Any:
+    """The reader view ``train_bc`` trains on, cut to exactly the first ``budget`` valid labels.
 
-    def __init__(self, snapshot: Any, frames: int) -> None:
-        self.snapshot, self.frames = snapshot, frames
-        self.watermark = snapshot.watermark
-        self.num_frames = frames
-        self.num_episodes = int(snapshot.frame_episode(np.array([max(frames - 1, 0)]))[0]) + 1
+    The reader is restricted to the first episodes (commit order) that hold ``budget`` labels, so
+    its normalization statistics come from that data only; its anchors (valid labels, in episode
+    order) are then cut at ``budget``.
+    """
+    from odsd.lerobot import OdsdLeRobotDataset
+    from odsd.lerobot.selection import Selection
 
-    def read(self, key: str) -> np.ndarray:
-        return self.snapshot.read(key, 0, self.frames)
+    per_episode = np.add.reduceat(valid_labels(snapshot).astype(np.int64), snapshot.starts)
+    k = int(np.searchsorted(np.cumsum(per_episode), budget) + 1)
+    ids = tuple(int(e) for e in snapshot.episode_ids[:k])
+
+    class Budget(OdsdLeRobotDataset):
+        def __len__(self) -> int:
+            return min(super().__len__(), budget)
+
+    ds = Budget(store_path, watermark=snapshot.watermark, selection=Selection(episodes=ids))
+    ds.budget_episodes = k
+    return ds
 
 
 def valid_labels(snapshot: Any) -> np.ndarray:
@@ -137,7 +154,7 @@ def dagger_run(setup: Setup, seed: int, work: Path, log=print) -> dict[str, Any]
     _threads()
     from odsd.collect import BetaSchedule, CollectConfig, Collector
     from odsd.collect.student import publish_initial_student
-    from odsd.learn.bc import BCConfig, publish_bc, train_bc
+    from odsd.learn.bc import publish_bc, train_bc
     from odsd.store import EpisodeStore
 
     store_path = work / f"dagger-{setup.task}-{setup.expert.split(':')[0]}-s{seed}"
@@ -172,7 +189,7 @@ def dagger_run(setup: Setup, seed: int, work: Path, log=print) -> dict[str, Any]
         snapshot = EpisodeStore.open(store_path).snapshot()
         labels = int(valid_labels(snapshot).sum())
         t0 = time.monotonic()
-        model = train_bc(snapshot, collector.spec, BCConfig(steps=setup.train_steps(labels), seed=seed))
+        model = train_bc(snapshot, collector.spec, setup.bc_config(labels, seed))
         path = publish_bc(policies, model, collector.spec, snapshot)
         times["train_s"] += time.monotonic() - t0
         ev = evaluate(setup, path, work)
@@ -264,33 +281,32 @@ def bc_run(setup: Setup, seed: int, work: Path, budgets: list[int], log=print) -
     """BC on expert_demo data at each label budget (same steps rule, same eval)."""
     _threads()
     from odsd.envs import make_env
-    from odsd.learn.bc import BCConfig, publish_bc, train_bc
+    from odsd.learn.bc import publish_bc, train_bc
     from odsd.store import EpisodeStore
 
     t_start = time.monotonic()
     store_path = expert_demo_store(setup, seed, work, max(budgets))
     collect_s = time.monotonic() - t_start
     snap = EpisodeStore.open(store_path).snapshot()
-    cum = np.cumsum(valid_labels(snap))
     spec = make_env(setup.task, num_envs=1, seed=0, **setup.task_kwargs).spec
     policies = store_path / "policies"
     rows = []
     for budget in budgets:
-        frames = int(np.searchsorted(cum, budget) + 1)  # first `frames` frames hold `budget` labels
-        sub = PrefixSnapshot(snap, frames)
-        model = train_bc(sub, spec, BCConfig(steps=setup.train_steps(budget), seed=seed))
-        path = publish_bc(policies, model, spec, snap)
+        sub = budget_dataset(store_path, snap, budget)
+        assert len(sub) == budget, (len(sub), budget)
+        model = train_bc(sub, spec, setup.bc_config(budget, seed))
+        path = publish_bc(policies, model, spec, sub)
         ev = evaluate(setup, path, work)
         rows.append(
             {
                 "labels": budget,
-                "episodes": sub.num_episodes,
+                "episodes": sub.budget_episodes,
                 "train_steps": setup.train_steps(budget),
                 "student": ev,
             }
         )
         log(
-            f"[bc {setup.task} s{seed}] labels {budget} ({sub.num_episodes} eps) "
+            f"[bc {setup.task} s{seed}] labels {budget} ({sub.budget_episodes} eps) "
             f"student {ev['success_rate']:.2f} fail {ev['failure_points']}"
         )
     return {
@@ -326,7 +342,13 @@ def _pool_map(fn, args: list[tuple], jobs: int) -> list[Any]:
 def stage_dagger_bc(setup: Setup, seeds: list[int], work: Path, jobs: int) -> dict[str, Any]:
     t0 = time.monotonic()
     runs = _pool_map(dagger_and_bc, [(setup, s, work) for s in seeds], jobs)
-    return {"setup": asdict(setup), "seeds": seeds, "runs": runs, "wall_s": time.monotonic() - t0}
+    return {
+        "setup": asdict(setup),
+        "seeds": seeds,
+        "jobs": jobs,
+        "runs": runs,
+        "wall_s": time.monotonic() - t0,
+    }
 
 
 def stage_policy_expert(
@@ -430,6 +452,13 @@ def plot_comparison(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _report_images(store: Path, out: Path, build_report: Any) -> dict[str, Path]:
+    """``odsd report`` of ``store`` into ``out``; when the store is gone, the PNGs already there."""
+    if store.is_dir():
+        return build_report(store, out).images
+    return {p.stem.replace("_", " "): p for p in sorted(out.glob("*.png"))}
+
+
 def render(results: dict[str, Any], docs: Path) -> Path:
     """Write ``docs/results.md`` and ``docs/img/*`` from a results JSON (and the stores it names)."""
     from odsd.report import build_report
@@ -451,7 +480,8 @@ def render(results: dict[str, Any], docs: Path) -> Path:
             f"each iteration for min({setup['steps_max']}, {setup['steps_base']} + {setup['steps_per_label']} · labels) "
             f"steps; student-only eval on {setup['eval_episodes']} episodes of the fixed eval seed {EVAL_SEED}. "
             f"Cells: mean ± sample std [min–max] over seeds. Stage wall time {db['wall_s'] / 60:.1f} min "
-            f"({len(db['seeds'])} seeds, 2 worker processes on a shared 2-core machine).",
+            f"({len(db['seeds'])} seeds, {db.get('jobs', 2)} worker processes on a shared 2-core machine, "
+            "next to other jobs: the training times are inflated by CPU contention).",
             "",
             "![DAgger vs BC](img/dagger_vs_bc.png)",
             "",
@@ -493,16 +523,40 @@ def render(results: dict[str, Any], docs: Path) -> Path:
             "",
         ]
         store = Path(db["runs"][0]["dagger"]["store"])
-        if store.is_dir():
-            rep = build_report(store, img / "report-dagger")
+        images = _report_images(store, img / "report-dagger", build_report)
+        if images:
             out += [
                 f"### `odsd report` of the seed-{db['runs'][0]['seed']} DAgger store",
                 "",
                 "Made by `odsd report STORE --out docs/img/report-dagger` (same code as the CLI):",
                 "",
             ]
-            out += [f"![{name}](img/report-dagger/{p.name})" for name, p in rep.images.items()]
+            out += [f"![{name}](img/report-dagger/{p.name})" for name, p in images.items()]
             out.append("")
+    for key, ab in results.items():
+        if not key.startswith("dagger_bc_") or not ab:
+            continue
+        st = ab["setup"]
+        rows = comparison_rows(ab)
+        plot_comparison(rows, img / f"{key}.png")
+        out += [
+            f"## Ablation `{key}`: the same comparison with the learner's old defaults",
+            "",
+            f"Learner lr {st['lr']} ({st['lr_schedule']}), min({st['steps_max']}, {st['steps_base']} + "
+            f"{st['steps_per_label']} · labels) steps; everything else as above. Stage wall time "
+            f"{ab['wall_s'] / 60:.1f} min.",
+            "",
+            f"![{key}](img/{key}.png)",
+            "",
+            "| iteration | labels (mean) | DAgger student-only | BC at the same labels | DAgger − BC |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            out.append(
+                f"| {r['iteration']} | {statistics.fmean(r['labels']):.0f} | {_fmt_pct(r['dagger'])} "
+                f"| {_fmt_pct(r['bc'])} | {statistics.fmean(r['gap']) * 100:+.0f} pts (min {min(r['gap']) * 100:+.0f}) |"
+            )
+        out.append("")
     pe = results.get("policy_expert")
     if pe:
         run = pe["run"]
@@ -526,13 +580,9 @@ def render(results: dict[str, Any], docs: Path) -> Path:
                 f"| {st['success_rate']:.0%} ({st['ci95'][0]:.0%}–{st['ci95'][1]:.0%}) |"
             )
         out.append("")
-        store = Path(run["store"])
-        if store.is_dir():
-            rep = build_report(store, img / "report-policy-expert")
-            out += [
-                f"![{n}](img/report-policy-expert/{p.name})" for n, p in rep.images.items() if n == "success"
-            ]
-            out.append("")
+        images = _report_images(Path(run["store"]), img / "report-policy-expert", build_report)
+        out += [f"![{n}](img/report-policy-expert/{p.name})" for n, p in images.items() if n == "success"]
+        out.append("")
     fe = results.get("fetch")
     if fe:
         run = fe["run"]
@@ -576,13 +626,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes-per-iteration", type=int, default=None)
     ap.add_argument("--eval-episodes", type=int, default=None)
     ap.add_argument("--task-kwargs", type=json.loads, default=None)
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--lr-schedule", choices=["cosine", "constant"], default=None)
+    ap.add_argument("--steps", type=float, nargs=3, default=None, metavar=("BASE", "PER_LABEL", "MAX"))
     ap.add_argument("--work", type=Path, default=None, help="stores and policies (default: temp dir)")
     ap.add_argument("--out", type=Path, default=None, help="raw results JSON")
     ap.add_argument(
         "--expert-policy", type=Path, default=None, help="policy_expert stage: the checkpoint expert"
     )
     ap.add_argument("--pe-iterations", type=int, default=4)
-    ap.add_argument("--fetch-iterations", type=int, default=3)
+    ap.add_argument("--fetch-iterations", type=int, default=4)
     ap.add_argument("--fetch-episodes", type=int, default=16)
     ap.add_argument("--docs", type=Path, default=None, help="render the tables/figures into DOCS (e.g. docs)")
     ap.add_argument("--render", type=Path, default=None, help="only render an existing results JSON")
@@ -603,6 +656,11 @@ def main(argv: list[str] | None = None) -> int:
             "episodes_per_iteration": args.episodes_per_iteration,
             "eval_episodes": args.eval_episodes,
             "task_kwargs": args.task_kwargs,
+            "lr": args.lr,
+            "lr_schedule": args.lr_schedule,
+            "steps_base": None if args.steps is None else int(args.steps[0]),
+            "steps_per_label": None if args.steps is None else args.steps[1],
+            "steps_max": None if args.steps is None else int(args.steps[2]),
         }.items()
         if v is not None
     }

@@ -17,6 +17,7 @@ from odsd.cli.demo import demo_cmd
 from odsd.cli.export import export_lerobot_cmd
 from odsd.cli.learn import learn_cmd
 from odsd.cli.replay import replay_cmd, verify_cmd
+from odsd.cli.report import report_cmd
 from odsd.cli.status import status_cmd
 from odsd.cli.store import store_app
 from odsd.errors import OdsdError
@@ -42,6 +43,7 @@ app.command("demo")(demo_cmd)
 app.command("export-lerobot")(export_lerobot_cmd)
 app.command("learn")(learn_cmd)
 app.command("replay")(replay_cmd)
+app.command("report")(report_cmd)
 store_app.command("verify")(verify_cmd)
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from odsd.schema import EpisodeMeta
 
@@ -46,3 +50,32 @@ def summarize_eval(metas: list[EpisodeMeta]) -> EvalResult:
         mean_length=sum(m.length for m in metas) / n if n else 0.0,
         failure_points=dict(points.most_common()),
     )
+
+
+def append_eval_record(
+    run_dir: Path,
+    *,
+    run_id: str,
+    iteration: int,
+    policy_version: int,
+    result: EvalResult,
+    labels: int | None = None,
+) -> dict[str, Any]:
+    """Append a student-only evaluation to ``runs/<run_id>/eval.jsonl`` (read by ``odsd report``)."""
+    record: dict[str, Any] = {
+        "kind": "eval",
+        "time": datetime.now(UTC).isoformat(),
+        "run_id": run_id,
+        "iteration": iteration,
+        "policy_version": policy_version,
+        "episodes": result.episodes,
+        "success_rate": result.success_rate,
+        "ci95": list(result.ci95),
+        "failure_points": result.failure_points,
+    }
+    if labels is not None:
+        record["labels"] = labels
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "eval.jsonl", "a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    return record

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from odsd.collect import BetaSchedule, CollectConfig, Collector
-from odsd.collect.evaluation import EvalResult, summarize_eval
+from odsd.collect.evaluation import EvalResult, append_eval_record, summarize_eval
 from odsd.errors import ConfigError
 from odsd.learn.bc import BCConfig, publish_bc, train_bc
 from odsd.lerobot import OdsdLeRobotDataset
@@ -114,6 +114,15 @@ def run_demo(cfg: DemoConfig, progress: Callable[[str], None] = print) -> DemoRe
         )
         path = publish_bc(policies, model, collector.spec, dataset)
         result = evaluate_student(cfg, path, seed=10_000 + record["iteration"])
+        assert collector.run_dir is not None
+        append_eval_record(
+            collector.run_dir,
+            run_id=collector.run_id,
+            iteration=record["iteration"],
+            policy_version=int(path.name[1:]),
+            result=result,
+            labels=len(dataset),
+        )
         row = DemoRow(
             iteration=record["iteration"],
             beta=record["beta"],
