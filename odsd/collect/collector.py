@@ -141,7 +141,6 @@ class Collector:
         self.buffers = EpisodeBuffers(self.features, self.n, max_steps, self.device)
         self.step_index = torch.zeros(self.n, dtype=torch.long, device=self.device)
         self.segments = SegmentTracker(self.n, self.device)
-        self.episode_beta = torch.zeros(self.n, dtype=torch.float32, device=self.device)
         self.episode_started: list[str] = [""] * self.n
         self._low = self.spec.action.low_tensor(self.device) - 1e-5
         self._high = self.spec.action.high_tensor(self.device) + 1e-5
@@ -453,7 +452,6 @@ class Collector:
         self.step_index[rows] = 0
         self.segments.reset(rows)
         self.mixer.start_episodes(rows)
-        self.episode_beta[rows] = self.beta
         now = datetime.now(UTC).isoformat()
         for r in rows.tolist():
             self.episode_started[r] = now
@@ -470,7 +468,6 @@ class Collector:
         ok_rows = success[rows].tolist()
         term_rows = terminated[rows].tolist()
         trunc_rows = truncated[rows].tolist()
-        beta_rows = self.episode_beta[rows].tolist()
         segment_ids = frames["segment_id"]
         versions = frames["policy_version"]
         accepted: list[tuple[int, EpisodeMeta]] = []
@@ -495,7 +492,7 @@ class Collector:
                 policy_version_last=int(versions[stop - 1]) if self.needs_student else None,
                 expert_name=self.expert.spec.name if self.expert is not None else None,
                 expert_version=self.expert.spec.version if self.expert is not None else None,
-                beta=beta_rows[j],
+                beta=self.beta,  # the iteration's beta; frames record the beta of their own step
                 task=self.spec.task_description,
                 segments=segment_table(segment_ids[start:stop], phase_names, ok, reason),
                 started=self.episode_started[row],
