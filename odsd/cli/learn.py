@@ -41,7 +41,7 @@ def learn_cmd(
     """Train the reference MLP on committed data and publish snapshots; SIGTERM stops after the round."""
     from odsd.daemon.signals import SignalHandlers
     from odsd.learn.bc import BCConfig
-    from odsd.learn.learner import Learner, LearnerConfig
+    from odsd.learn.learner import Learner, LearnerConfig, wait_for_store
 
     if torch_threads is not None:
         import torch
@@ -59,11 +59,12 @@ def learn_cmd(
         max_rounds=1 if once else max_rounds,
         poll_interval_s=poll,
     )
-    learner = Learner(cfg)
     if once:
-        path = learner.round()
+        path = Learner(cfg).round()
         console.print(f"published {path}")
         return
     with SignalHandlers() as signals:
-        rounds = learner.run(signals.stop)
+        if not wait_for_store(cfg, signals.stop):
+            return
+        rounds = Learner(cfg).run(signals.stop)
     console.print(f"odsd learn: {rounds} round(s); newest snapshot in {cfg.policies}")

@@ -24,7 +24,7 @@ from odsd.learn.bc import BCConfig, publish_bc, train_bc
 from odsd.lerobot import OdsdLeRobotDataset, Selection
 from odsd.policies.mlp import ReferenceMLP
 from odsd.policies.snapshot import latest_snapshot, load_snapshot, read_meta
-from odsd.store import EpisodeStore
+from odsd.store import MANIFEST, EpisodeStore
 
 log = logging.getLogger("odsd.learn")
 
@@ -65,6 +65,19 @@ def task_of_store(store: EpisodeStore) -> str:
     if not runs:
         raise ConfigError(f"{store.root}: no run recorded its task; pass --task")
     return json.loads(runs[-1].read_text())["config"]["task"]
+
+
+def wait_for_store(config: LearnerConfig, stop: threading.Event) -> bool:
+    """Wait until the store exists and a run recorded its task (a learner may start first)."""
+    announced = False
+    while not stop.is_set():
+        if (config.store / MANIFEST).exists() and (config.task or any(config.store.glob("runs/*/run.json"))):
+            return True
+        if not announced:
+            log.info("waiting for %s to be created by odsd collect", config.store)
+            announced = True
+        stop.wait(config.poll_interval_s)
+    return False
 
 
 class Learner:

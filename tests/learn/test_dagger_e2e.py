@@ -47,11 +47,32 @@ def success(policy: Path) -> float:
 
 def test_dagger_with_a_learner_process_beats_the_initial_student(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    collect = subprocess.Popen(
+    # The learner starts first and waits for the collector to create the store.
+    learn = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "odsd",
+            "learn",
+            str(store),
+            "--min-new-episodes",
+            "24",
+            "--max-rounds",
+            "3",
+            "--steps",
+            "1500",
+            "--poll",
+            "0.2",
+            "--torch-threads",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        odsd(
             "collect",
             "--mode",
             "dagger_sync",
@@ -75,33 +96,13 @@ def test_dagger_with_a_learner_process_beats_the_initial_student(tmp_path: Path)
             "1",
             "--policy-wait",
             "300",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        learn = odsd(
-            "learn",
-            str(store),
-            "--min-new-episodes",
-            "24",
-            "--max-rounds",
-            "3",
-            "--steps",
-            "1500",
-            "--poll",
-            "0.2",
-            "--torch-threads",
-            "1",
         )
-        _, err = collect.communicate(timeout=600)
+        _, learn_err = learn.communicate(timeout=600)
     finally:
-        if collect.poll() is None:
-            collect.kill()
-    assert collect.returncode == 0, err[-2000:]
-    assert "published v000003" in learn.stderr
+        if learn.poll() is None:
+            learn.kill()
+    assert learn.returncode == 0, learn_err[-2000:]
+    assert "published v000003" in learn_err
     info = json.loads(odsd("store", "inspect", str(store), "--json").stdout)
     assert {k: v["episodes"] for k, v in info["iterations"].items()} == {"0": 24, "1": 24, "2": 24}
     assert [v["policy_versions"] for v in info["iterations"].values()] == [[0], [1], [2]]

@@ -10,7 +10,7 @@ import pytest
 
 from odsd.errors import ConfigError
 from odsd.learn.bc import BCConfig
-from odsd.learn.learner import Learner, LearnerConfig
+from odsd.learn.learner import Learner, LearnerConfig, wait_for_store
 from odsd.policies import latest_snapshot, load_snapshot
 from odsd.policies.snapshot import snapshot_versions
 
@@ -71,3 +71,20 @@ def test_reader_never_loads_a_half_written_snapshot(demo_store: Path, tmp_path: 
         thread.join()
     assert not errors, errors[:3]
     assert set(seen) <= set(range(1, 7)) and seen
+
+
+def test_learner_waits_for_the_collector_to_create_the_store(demo_store: Path, tmp_path: Path) -> None:
+    store = tmp_path / "late"
+    cfg = LearnerConfig(store=store, poll_interval_s=0.02, min_new_episodes=16)
+    staging = tmp_path / "staging"
+    shutil.copytree(demo_store, staging)
+    creator = threading.Timer(0.3, lambda: staging.rename(store))
+    creator.start()
+    try:
+        assert wait_for_store(cfg, threading.Event())
+    finally:
+        creator.join()
+    assert Learner(cfg).ready()
+    stop = threading.Event()
+    stop.set()
+    assert not wait_for_store(LearnerConfig(store=tmp_path / "never"), stop)
