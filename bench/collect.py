@@ -98,7 +98,7 @@ def collector_run(
     *,
     profile: bool = False,
     seed: int = 0,
-    commit_max_episodes: int = 32,
+    commit_max_episodes: int | None = None,
 ) -> dict[str, Any]:
     """The real collector for ``seconds`` of collection into a temp store."""
     with tempfile.TemporaryDirectory(prefix="odsd-bench-") as tmp:
@@ -178,7 +178,7 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument(
-        "--commit-max-episodes", type=int, default=32, help="episodes per commit (config default 32)"
+        "--commit-max-episodes", type=int, default=None, help="episodes per commit (default: the config's, max(32, rows // 4))"
     )
     parser.add_argument("--repeat", type=int, default=None, help="interleaved rounds; medians are reported")
     parser.add_argument("--json", action="store_true", help="print results as JSON")

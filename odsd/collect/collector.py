@@ -477,7 +477,8 @@ class Collector:
             start, stop = int(offsets[j]), int(offsets[j + 1])
             ok, term, trunc = bool(ok_rows[j]), bool(term_rows[j]), bool(trunc_rows[j])
             reason = "success" if ok else ("truncated" if trunc and not term else "terminated")
-            meta = EpisodeMeta(
+            # Built from typed values on the hot path (thousands per second): no re-validation.
+            meta = EpisodeMeta.model_construct(
                 length=stop - start,
                 run_id=self.run_id,
                 writer_id=self.worker.writer.writer_id if self.worker is not None else None,

@@ -44,7 +44,8 @@ def segment_table(
         name = phase_names[pid] if 0 <= pid < len(phase_names) else f"segment_{pid}"
         last = i == len(starts) - 1
         rows.append(
-            SegmentRef(
+            # Values are built here from typed arrays; skip pydantic validation on the hot path.
+            SegmentRef.model_construct(
                 name=name,
                 start=s,
                 end=e,
