@@ -36,6 +36,11 @@ BOOKKEEPING_FIELDS: tuple[StateField, ...] = (
 )
 
 
+def xyz_names(prefix: str) -> tuple[str, str, str]:
+    """Element names of a 3-vector: ``("ee.x", "ee.y", "ee.z")`` for ``"ee"``."""
+    return (f"{prefix}.x", f"{prefix}.y", f"{prefix}.z")
+
+
 class TorchTaskEnv(ABC):
     """Base of batched torch tasks; see the module docstring for the subclass contract."""
 

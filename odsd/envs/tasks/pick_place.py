@@ -35,16 +35,12 @@ from __future__ import annotations
 import torch
 
 from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
-from odsd.envs.tasks.base import TorchTaskEnv
+from odsd.envs.tasks.base import TorchTaskEnv, xyz_names
 
 WORKSPACE_LOW = (-0.3, -0.3, 0.01)
 WORKSPACE_HIGH = (0.3, 0.3, 0.3)
 CUBE_HALF = 0.02
 SPAWN_HALF_RANGE = 0.2
-
-
-def _xyz(prefix: str) -> tuple[str, str, str]:
-    return (f"{prefix}.x", f"{prefix}.y", f"{prefix}.z")
 
 
 class PickPlaceEnv(TorchTaskEnv):
@@ -96,19 +92,19 @@ class PickPlaceEnv(TorchTaskEnv):
             task="pick_place",
             task_description="pick the cube and place it at the goal",
             observation=(
-                ObservationKey("ee_pos", (3,), names=_xyz("ee")),
+                ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
                 ObservationKey("gripper", (1,), names=("gripper.opening",)),
-                ObservationKey("cube_pos", (3,), names=_xyz("cube")),
-                ObservationKey("goal_pos", (3,), names=_xyz("goal")),
+                ObservationKey("cube_pos", (3,), names=xyz_names("cube")),
+                ObservationKey("goal_pos", (3,), names=xyz_names("goal")),
                 ObservationKey("grasped", (1,), names=("grasped",)),
-                ObservationKey("cube_rel", (3,), names=_xyz("cube_rel")),
-                ObservationKey("goal_rel", (3,), names=_xyz("goal_rel")),
+                ObservationKey("cube_rel", (3,), names=xyz_names("cube_rel")),
+                ObservationKey("goal_rel", (3,), names=xyz_names("goal_rel")),
             ),
             action=ActionSpec(
                 dim=4,
                 low=(-1.0,) * 4,
                 high=(1.0,) * 4,
-                names=(*_xyz("ee_vel"), "gripper.cmd"),
+                names=(*xyz_names("ee_vel"), "gripper.cmd"),
                 kind="ee_delta_pos+gripper",
                 normalized=True,
             ),

@@ -15,14 +15,10 @@ from __future__ import annotations
 import torch
 
 from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
-from odsd.envs.tasks.base import TorchTaskEnv
+from odsd.envs.tasks.base import TorchTaskEnv, xyz_names
 
 WORKSPACE_LOW = (-0.3, -0.3, 0.0)
 WORKSPACE_HIGH = (0.3, 0.3, 0.4)
-
-
-def _xyz(prefix: str) -> tuple[str, str, str]:
-    return (f"{prefix}.x", f"{prefix}.y", f"{prefix}.z")
 
 
 class ReachEnv(TorchTaskEnv):
@@ -51,15 +47,15 @@ class ReachEnv(TorchTaskEnv):
             task="reach",
             task_description="move the end effector to the goal",
             observation=(
-                ObservationKey("ee_pos", (3,), names=_xyz("ee")),
-                ObservationKey("goal_pos", (3,), names=_xyz("goal")),
-                ObservationKey("goal_rel", (3,), names=_xyz("goal_rel")),
+                ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
+                ObservationKey("goal_pos", (3,), names=xyz_names("goal")),
+                ObservationKey("goal_rel", (3,), names=xyz_names("goal_rel")),
             ),
             action=ActionSpec(
                 dim=3,
                 low=(-1.0,) * 3,
                 high=(1.0,) * 3,
-                names=_xyz("ee_vel"),
+                names=xyz_names("ee_vel"),
                 kind="ee_delta_pos",
                 normalized=True,
             ),
