@@ -178,7 +178,10 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument(
-        "--commit-max-episodes", type=int, default=None, help="episodes per commit (default: the config's, max(32, rows // 4))"
+        "--commit-max-episodes",
+        type=int,
+        default=None,
+        help="episodes per commit (default: the config's, max(32, rows // 4))",
     )
     parser.add_argument("--repeat", type=int, default=None, help="interleaved rounds; medians are reported")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
