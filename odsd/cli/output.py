@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (logs, `| less`, CI) gets wide tables instead of rich's 80-column default.
+_PIPE_WIDTH = 160
+console = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
 
 
 def print_json(data: Any) -> None:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from odsd.daemon.errors import LockHeldError
 from odsd.schema.run import RunLockInfo
+from odsd.store.fsio import put_if_absent
 
 log = logging.getLogger("odsd.daemon")
 
@@ -29,7 +30,7 @@ def pid_alive(pid: int) -> bool:
 
 
 class RunLock:
-    """``runs/<run_id>/lock`` created with O_EXCL; holds pid, host and start time.
+    """``runs/<run_id>/lock``, published with put-if-absent; holds pid, host and start time.
 
     >>> with RunLock(run_dir):
     ...     collect()
@@ -52,26 +53,23 @@ class RunLock:
         info = RunLockInfo(pid=os.getpid(), host=socket.gethostname(), command=" ".join(sys.argv))
         data = json.dumps(info.model_dump(mode="json")).encode()
         for _attempt in range(3):
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                holder = self.read()
-                if holder is None:
-                    continue
-                if holder.host == socket.gethostname() and not pid_alive(holder.pid):
-                    log.warning("taking over stale lock %s (pid %s is gone)", self.path, holder.pid)
-                    stale = self.path.with_name(f"lock.stale-{holder.pid}")
-                    with contextlib.suppress(FileNotFoundError):
-                        os.replace(self.path, stale)
-                        stale.unlink()
-                    continue
-                raise LockHeldError(
-                    f"{self.path}: run is locked by pid {holder.pid} on {holder.host} since {holder.started}"
-                ) from None
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            self.held = True
-            return
+            # Written in full, then linked into place: a lock file is never seen half-written.
+            if put_if_absent(self.path, data, durable=False):
+                self.held = True
+                return
+            holder = self.read()
+            if holder is None:
+                continue
+            if holder.host == socket.gethostname() and not pid_alive(holder.pid):
+                log.warning("taking over stale lock %s (pid %s is gone)", self.path, holder.pid)
+                stale = self.path.with_name(f"lock.stale-{holder.pid}")
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(self.path, stale)
+                    stale.unlink()
+                continue
+            raise LockHeldError(
+                f"{self.path}: run is locked by pid {holder.pid} on {holder.host} since {holder.started}"
+            ) from None
         raise LockHeldError(f"{self.path}: could not take the run lock (contended)")
 
     def release(self) -> None:
