@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from odsd.schema import Checkpoint, EpisodeEntry
 from odsd.store.episode_store import EpisodeStore
 from odsd.store.errors import CorruptStoreError
 from odsd.store.fsio import PARTIAL_SUFFIX
-from odsd.store.log import LOG_DIR
+from odsd.store.log import LOG_DIR, TornRecord, checkpoint_name
 from odsd.store.segments import remove_tree, verify_segment
 from odsd.store.state import StoreState
 
@@ -106,6 +107,9 @@ def fsck(
     log = store.log
     state = StoreState()
     seqs = log.record_seqs()
+    checkpoint_seqs = log.checkpoint_seqs()
+    # What each checkpoint must match, taken during the one replay of the log below.
+    expected: dict[int, tuple[dict[int, EpisodeEntry], int]] = {}
     history_ok = True
     torn = None
     for i, seq in enumerate(seqs):
@@ -116,6 +120,8 @@ def fsck(
         try:
             record = log.read(seq)
             state.apply(record, str(log.path(seq)))
+            if seq in checkpoint_seqs:
+                expected[seq] = (dict(state.episodes), state.next_episode_id)
         except CorruptStoreError as exc:
             if seq == seqs[-1]:
                 torn = seq
@@ -133,16 +139,14 @@ def fsck(
     report.episodes = len(state.episodes)
 
     if torn is not None and repair:
-        from odsd.store.log import TornRecord
-
         target = log.quarantine(TornRecord(torn, log.path(torn), "damaged"))
         report.repaired.append(f"moved damaged trailing record to {target}")
 
-    for ckpt_seq in log.checkpoint_seqs():
-        path = log.dir / f"_checkpoint.{ckpt_seq:020d}.json"
+    for ckpt_seq in checkpoint_seqs:
+        path = log.dir / checkpoint_name(ckpt_seq)
         try:
             ckpt = log.read_checkpoint(ckpt_seq)
-            bad = history_ok and ckpt_seq <= state.seq and not _checkpoint_matches(ckpt, log, ckpt_seq)
+            bad = ckpt_seq in expected and not _checkpoint_matches(ckpt, *expected[ckpt_seq])
             problem = "checkpoint disagrees with the commit records" if bad else None
         except (CorruptStoreError, OSError) as exc:
             problem = f"damaged checkpoint ({exc})"
@@ -189,13 +193,5 @@ def fsck(
     return report
 
 
-def _checkpoint_matches(ckpt, log, seq: int) -> bool:
-    state = StoreState()
-    records, _ = log.read_tail(-1, until=seq)
-    for record in records:
-        state.apply(record)
-    return (
-        sorted(state.episodes) == sorted(e.episode_id for e in ckpt.episodes)
-        and all(state.episodes[e.episode_id] == e for e in ckpt.episodes)
-        and state.next_episode_id == ckpt.next_episode_id
-    )
+def _checkpoint_matches(ckpt: Checkpoint, episodes: dict[int, EpisodeEntry], next_episode_id: int) -> bool:
+    return ckpt.next_episode_id == next_episode_id and {e.episode_id: e for e in ckpt.episodes} == episodes

@@ -23,8 +23,6 @@ class StoreState:
     segment_refs: dict[str, int] = field(default_factory=dict)
     dead_segments: dict[str, tuple[int, str]] = field(default_factory=dict)
     writer_seqs: dict[str, int] = field(default_factory=dict)
-    timestamps: dict[int, str] = field(default_factory=dict)
-    """Commit time of the records applied since this state was built (for vacuum grace)."""
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> StoreState:
@@ -59,7 +57,6 @@ class StoreState:
             segment_refs=dict(self.segment_refs),
             dead_segments=dict(self.dead_segments),
             writer_seqs=dict(self.writer_seqs),
-            timestamps=dict(self.timestamps),
         )
 
     def is_duplicate(self, writer_id: str, writer_seq: int) -> bool:
@@ -96,7 +93,6 @@ class StoreState:
         self.next_episode_id = next_id
         prev = self.writer_seqs.get(record.writer_id, -1)
         self.writer_seqs[record.writer_id] = max(prev, record.writer_seq)
-        self.timestamps[record.seq] = record.timestamp
         self.seq = record.seq
 
     def _unref(self, segment: str, record: CommitRecord) -> None:
