@@ -153,6 +153,7 @@ def dagger_run(setup: Setup, seed: int, work: Path, log=print) -> dict[str, Any]
     """One DAgger run; returns per-iteration rows (labels, student-only eval, collection success)."""
     _threads()
     from odsd.collect import BetaSchedule, CollectConfig, Collector
+    from odsd.collect.evaluation import EvalResult, append_eval_record
     from odsd.collect.student import publish_initial_student
     from odsd.learn.bc import publish_bc, train_bc
     from odsd.store import EpisodeStore
@@ -208,21 +209,21 @@ def dagger_run(setup: Setup, seed: int, work: Path, log=print) -> dict[str, Any]
             "elapsed_s": time.monotonic() - t_start,
         }
         rows.append(row)
-        eval_record = {
-            "kind": "eval",
-            "time": datetime.now(UTC).isoformat(),
-            "run_id": collector.run_id,
-            "iteration": record["iteration"],
-            "policy_version": int(path.name[1:]),
-            "labels": labels,
-            "episodes": ev["episodes"],
-            "success_rate": ev["success_rate"],
-            "ci95": ev["ci95"],
-            "failure_points": ev["failure_points"],
-        }
-        run_dir = store_path / "runs" / collector.run_id
-        with open(run_dir / "eval.jsonl", "a") as fh:
-            fh.write(json.dumps(eval_record) + "\n")
+        append_eval_record(
+            store_path / "runs" / collector.run_id,
+            run_id=collector.run_id,
+            iteration=record["iteration"],
+            policy_version=int(path.name[1:]),
+            result=EvalResult(
+                episodes=ev["episodes"],
+                successes=ev["successes"],
+                success_rate=ev["success_rate"],
+                ci95=tuple(ev["ci95"]),
+                mean_length=ev["mean_length"],
+                failure_points=ev["failure_points"],
+            ),
+            labels=labels,
+        )
         log(
             f"[dagger {setup.task} {setup.expert.split(':')[0]} s{seed}] it {row['iteration']} "
             f"beta {row['beta']:.3f} labels {labels} coll {row['collection_success']} "
