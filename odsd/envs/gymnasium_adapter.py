@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from odsd.envs.episode_flags import EpisodeFlagsMixin
 from odsd.envs.errors import EnvContractError, EnvSpecError
 from odsd.envs.protocol import Obs, StepResult, resolve_env_ids
 from odsd.envs.rng import row_keys
@@ -122,7 +123,7 @@ def _mujoco_handles(env: Any) -> tuple[Any, Any] | None:
     return None
 
 
-class GymnasiumVecEnv:
+class GymnasiumVecEnv(EpisodeFlagsMixin):
     """Adapter from Gymnasium to :class:`~odsd.envs.protocol.VecEnv` (see module docstring)."""
 
     def __init__(
@@ -199,10 +200,7 @@ class GymnasiumVecEnv:
         )
         n, dev = num_envs, self.spec.device
         self._obs = {k.name: torch.zeros((n, *k.shape), dtype=torch.float32, device=dev) for k in keys}
-        self._steps = torch.zeros(n, dtype=torch.long, device=dev)
-        self._terminated = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._truncated = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._success = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._init_episode_flags(n, dev)
         self._act_dtype = act_space.dtype
         obs, _ = self.reset(seed=seed)
         self.spec.validate_observation(obs)
@@ -258,9 +256,6 @@ class GymnasiumVecEnv:
     def _observe(self) -> Obs:
         return {k: v.clone() for k, v in self._obs.items()}
 
-    def _info(self) -> dict[str, Any]:
-        return {"success": self._success.clone(), "episode_step": self._steps.clone()}
-
     @staticmethod
     def _success_of(info: dict[str, Any]) -> bool:
         return bool(info.get("is_success", info.get("success", False)))
@@ -293,13 +288,7 @@ class GymnasiumVecEnv:
             for i, s in zip(ids.tolist(), seeds, strict=True):
                 raw, _ = self._envs[i].reset(seed=s)
                 self._write_obs(i, self._row_obs(raw))
-        self._steps[ids] = 0
-        self._terminated[ids] = False
-        self._truncated[ids] = False
-        self._success[ids] = False
-        info = self._info()
-        info["reset_ids"] = ids
-        return self._observe(), info
+        return self._reset_result(ids)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step live rows; finished rows stay frozen (reward 0) until reset."""

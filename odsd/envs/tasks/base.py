@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from odsd.envs.episode_flags import EpisodeFlagsMixin
 from odsd.envs.errors import EnvContractError
 from odsd.envs.protocol import Obs, StepResult, resolve_env_ids
 from odsd.envs.rng import RowRandom
@@ -41,7 +42,7 @@ def xyz_names(prefix: str) -> tuple[str, str, str]:
     return (f"{prefix}.x", f"{prefix}.y", f"{prefix}.z")
 
 
-class TorchTaskEnv(ABC):
+class TorchTaskEnv(EpisodeFlagsMixin, ABC):
     """Base of batched torch tasks; see the module docstring for the subclass contract."""
 
     spec: EnvSpec
@@ -55,10 +56,7 @@ class TorchTaskEnv(ABC):
             f.name: torch.zeros((n, *f.shape), dtype=torch_dtype(f.dtype), device=self.device)
             for f in self.physical_fields()
         }
-        self._steps = torch.zeros(n, dtype=torch.long, device=self.device)
-        self._terminated = torch.zeros(n, dtype=torch.bool, device=self.device)
-        self._truncated = torch.zeros(n, dtype=torch.bool, device=self.device)
-        self._success = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self._init_episode_flags(n, self.device)
         self._low = spec.action.low_tensor(self.device)
         self._high = spec.action.high_tensor(self.device)
         obs, _ = self.reset(seed=seed)
@@ -83,9 +81,6 @@ class TorchTaskEnv(ABC):
     @abstractmethod
     def _observe(self) -> Obs: ...
 
-    def _info(self) -> dict[str, Any]:
-        return {"success": self._success.clone(), "episode_step": self._steps.clone()}
-
     def reset(
         self, env_ids: torch.Tensor | None = None, seed: int | None = None
     ) -> tuple[Obs, dict[str, Any]]:
@@ -98,13 +93,7 @@ class TorchTaskEnv(ABC):
         if seed is not None:
             self.rng.seed_rows(ids, seed)
         self._reset_rows(ids)
-        self._steps[ids] = 0
-        self._terminated[ids] = False
-        self._truncated[ids] = False
-        self._success[ids] = False
-        info = self._info()
-        info["reset_ids"] = ids
-        return self._observe(), info
+        return self._reset_result(ids)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """One control step for every live row; finished rows stay frozen (reward 0)."""
@@ -163,5 +152,5 @@ class TorchTaskEnv(ABC):
         self.rng.load(state, ids)
         return self._observe()
 
-    def close(self) -> None:  # noqa: B027 - torch tasks hold no external resources
+    def close(self) -> None:
         """Nothing to release for torch tasks."""
