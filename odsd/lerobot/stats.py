@@ -30,7 +30,8 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
     x = np.asarray(values)
     if x.ndim == 1:
         x = x[:, None]
-    x = x.reshape(x.shape[0], -1).astype(np.float64, copy=False)
+    # Explicit width: reshape(n, -1) is ambiguous when n == 0 (every frame masked out).
+    x = x.reshape(x.shape[0], int(np.prod(x.shape[1:]))).astype(np.float64, copy=False)
     n = x.shape[0]
     if n == 0:
         zeros = np.zeros(x.shape[1])
@@ -98,7 +99,8 @@ def episode_stats(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     x = np.asarray(values)
     if x.ndim == 1:
         x = x[:, None]
-    x = x.reshape(x.shape[0], -1).astype(np.float64, copy=False)
+    # Explicit width: reshape(n, -1) is ambiguous when n == 0 (every frame masked out).
+    x = x.reshape(x.shape[0], int(np.prod(x.shape[1:]))).astype(np.float64, copy=False)
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     n_ep, d = len(starts), x.shape[1]
