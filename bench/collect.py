@@ -181,7 +181,7 @@ def main() -> None:
         "--commit-max-episodes",
         type=int,
         default=None,
-        help="episodes per commit (default: the config's, max(32, rows // 4))",
+        help="episodes per commit (default: the config's, max(32, rows))",
     )
     parser.add_argument("--repeat", type=int, default=None, help="interleaved rounds; medians are reported")
     parser.add_argument("--json", action="store_true", help="print results as JSON")

@@ -75,6 +75,9 @@ def collect_cmd(
         typer.Option("--record-state", help="Record the full simulator state per frame (replay)."),
     ] = None,
     durability: Annotated[str | None, typer.Option(help="fsync (default) | process.")] = None,
+    writer: Annotated[
+        str | None, typer.Option(help="Where commits are written: process (default) | thread.")
+    ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: time-based).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any config field: dotted.name=value.")
@@ -111,6 +114,7 @@ def collect_cmd(
         "policy_wait_s": policy_wait,
         "torch_threads": torch_threads,
         "durability": durability,
+        "writer": writer,
         "run_id": run_id,
     }
     cfg = load_config(config, overrides, set_)

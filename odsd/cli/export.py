@@ -35,6 +35,17 @@ def export_lerobot_cmd(
     recent: Annotated[
         int | None, typer.Option(help="Only the K most recently committed (selected) episodes.")
     ] = None,
+    segment: Annotated[
+        list[str] | None,
+        typer.Option("--segment", help="Export each segment with this name as its own episode (repeatable)."),
+    ] = None,
+    failed_segments: Annotated[
+        bool,
+        typer.Option(
+            "--failed-segments",
+            help="Export each failed segment as its own episode (a failed episode without segments: whole).",
+        ),
+    ] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT.")] = False,
     data_file_size_mb: Annotated[
         float, typer.Option("--data-file-size-mb", help="Roll data files at this uncompressed size.")
@@ -53,6 +64,8 @@ def export_lerobot_cmd(
         iterations=parse_episode_list(iterations),
         outcome="success" if success_only else "all",
         recent=recent,
+        segments=tuple(segment) if segment else None,
+        failure_focused=failed_segments,
     )
     result = export_lerobot(
         store,
@@ -67,8 +80,13 @@ def export_lerobot_cmd(
         durable=not no_fsync,
         progress=sys.stdout.isatty(),
     )
+    what = (
+        f"{result.episodes} segments (clips) from {result.source_episodes} episodes"
+        if result.unit == "segments"
+        else f"{result.episodes} episodes"
+    )
     console.print(
-        f"exported {result.episodes} episodes, {result.frames} frames at watermark {result.watermark} "
+        f"exported {what}, {result.frames} frames at watermark {result.watermark} "
         f"to {result.out} ({result.data_files} data files, {result.frames_per_s:,.0f} frames/s, "
         f"stats {result.stats_version})"
     )

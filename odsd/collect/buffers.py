@@ -22,20 +22,32 @@ class _Column:
 
 
 class EpisodeBuffers:
-    """Per-row episode storage: ``[num_envs, max_steps, width]`` tensors, one per dtype.
+    """Per-row episode storage in *slots*: ``[slots, max_steps, width]`` tensors, one per dtype.
 
     Fields of the same dtype are packed side by side, so recording a step is one write per dtype
-    (not per field). Every row writes at its own step index, so rows finish and restart
-    independently; all rows finishing in one step are copied to the host together, one copy
-    per dtype.
+    (not per field). Every row writes into its own slot at its own step index, so rows finish and
+    restart independently. A finishing row is *retired*: it moves to a free slot and its finished
+    episode stays in the old slot until it is taken, so finished episodes can be copied to the
+    host in batches (one copy per dtype for all of them) instead of on every step::
+
+        old = buffers.retire(rows)              # rows restart in fresh slots
+        frames, offsets = buffers.take_concat(old, lengths)
+        buffers.release(old)                    # the old slots may be reused
     """
 
     def __init__(
-        self, features: Mapping[str, Mapping[str, Any]], num_envs: int, max_steps: int, device: torch.device
+        self,
+        features: Mapping[str, Mapping[str, Any]],
+        num_envs: int,
+        max_steps: int,
+        device: torch.device,
+        *,
+        spare_slots: int | None = None,
     ) -> None:
         self.num_envs = num_envs
         self.max_steps = max_steps
         self.device = device
+        self.num_slots = num_envs + (num_envs if spare_slots is None else spare_slots)
         self.columns: dict[str, _Column] = {}
         widths: dict[torch.dtype, int] = {}
         self._group_fields: dict[torch.dtype, list[str]] = {}
@@ -47,13 +59,32 @@ class EpisodeBuffers:
             self.columns[name] = _Column(dtype, start, widths[dtype], shape)
             self._group_fields.setdefault(dtype, []).append(name)
         self.data: dict[torch.dtype, torch.Tensor] = {
-            dtype: torch.zeros((num_envs, max_steps, width), dtype=dtype, device=device)
+            dtype: torch.zeros((self.num_slots, max_steps, width), dtype=dtype, device=device)
             for dtype, width in widths.items()
         }
-        self._rows = torch.arange(num_envs, device=device)
+        self.slot_of_row = torch.arange(num_envs, device=device)
+        self._free: list[int] = list(range(num_envs, self.num_slots))
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    def retire(self, rows: torch.Tensor) -> torch.Tensor:
+        """Move ``rows`` to free slots; returns the slots holding their finished episodes."""
+        k = int(rows.numel())
+        if k > len(self._free):
+            raise RuntimeError(f"{k} rows finish but only {len(self._free)} episode slots are free")
+        old = self.slot_of_row[rows].clone()
+        fresh, self._free = self._free[:k], self._free[k:]
+        self.slot_of_row[rows] = torch.tensor(fresh, dtype=torch.long, device=self.device)
+        return old
+
+    def release(self, slots: torch.Tensor | list[int]) -> None:
+        """Return slots whose episodes were taken (or dropped) to the free list."""
+        self._free.extend(slots.tolist() if isinstance(slots, torch.Tensor) else slots)
 
     def record(self, values: Mapping[str, torch.Tensor], step: torch.Tensor) -> None:
-        """Write frame ``step[i]`` of every row ``i``; ``values`` must cover every field."""
+        """Write frame ``step[i]`` of every row ``i`` (into its slot); ``values`` must cover every field."""
         if int(step.max()) >= self.max_steps:
             raise RuntimeError(
                 f"episode longer than the buffer ({self.max_steps} steps); the env did not truncate"
@@ -62,38 +93,31 @@ class EpisodeBuffers:
         for dtype, names in self._group_fields.items():
             parts = [values[name].reshape(n, -1) for name in names]
             packed = torch.cat([p if p.dtype == dtype else p.to(dtype) for p in parts], dim=1)
-            self.data[dtype][self._rows, step] = packed
+            self.data[dtype][self.slot_of_row, step] = packed
 
     def take_concat(
-        self, rows: torch.Tensor, lengths: torch.Tensor
+        self, slots: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The first ``lengths[j]`` frames of each row ``rows[j]``, concatenated per field in row order.
+        """The first ``lengths[j]`` frames of each slot ``slots[j]``, concatenated per field in order.
 
-        One device→host copy per dtype for all finishing rows; returns the frames (views into
+        One device→host copy per dtype for all given slots; returns the frames (views into
         those copies) and the start offset of each episode (plus the total at the end).
         """
         longest = int(lengths.max())
         mask = torch.arange(longest, device=self.device)[None, :] < lengths[:, None]
-        host = {dtype: buf[rows, :longest][mask].cpu().numpy() for dtype, buf in self.data.items()}
+        host = {dtype: buf[slots, :longest][mask].cpu().numpy() for dtype, buf in self.data.items()}
         total = int(mask.sum())
         frames = {
             name: host[col.group][:, col.start : col.stop].reshape(total, *col.shape)
             for name, col in self.columns.items()
         }
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets = np.zeros(len(slots) + 1, dtype=np.int64)
         np.cumsum(lengths.cpu().numpy(), out=offsets[1:])
         return frames, offsets
 
-    def take(self, rows: torch.Tensor, lengths: torch.Tensor) -> list[dict[str, np.ndarray]]:
-        """Host copies of the first ``lengths[j]`` frames of each row ``rows[j]``, one dict per episode."""
-        frames, offsets = self.take_concat(rows, lengths)
-        return [
-            {name: arr[offsets[j] : offsets[j + 1]] for name, arr in frames.items()} for j in range(len(rows))
-        ]
-
     def field(self, name: str) -> torch.Tensor:
-        """The ``[num_envs, max_steps, *shape]`` view of one field (for inspection and tests)."""
+        """The ``[num_envs, max_steps, *shape]`` episodes in progress of one field (a copy)."""
         col = self.columns[name]
-        return self.data[col.group][:, :, col.start : col.stop].reshape(
+        return self.data[col.group][self.slot_of_row, :, col.start : col.stop].reshape(
             self.num_envs, self.max_steps, *col.shape
         )

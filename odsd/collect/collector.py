@@ -17,17 +17,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import torch
 
 from odsd.collect.beta import BetaSchedule
 from odsd.collect.buffers import EpisodeBuffers
+from odsd.collect.commit_process import CommitProcess
 from odsd.collect.commit_worker import CommitStats, CommitWorker
 from odsd.collect.config import CollectConfig
+from odsd.collect.derived import DERIVED_FIELDS
+from odsd.collect.finished import FinishedBatch, FinishedEpisode, RunInfo
 from odsd.collect.frames import SOURCE_EXPERT, SOURCE_HOLD, SOURCE_STUDENT, frame_features
 from odsd.collect.metrics import MetricsLog, MetricsWindow, StepStats, rss_bytes
 from odsd.collect.mixing import BetaMixer
-from odsd.collect.segments import SegmentTracker, segment_table
 from odsd.collect.student import StudentSource
 from odsd.envs import STATE_KEY, VecEnv, make_env, safe_hold_action
 from odsd.errors import ConfigError
@@ -35,7 +36,7 @@ from odsd.experts import Expert, make_expert, validate_query
 from odsd.experts.failures import failure_name
 from odsd.policies.snapshot import LoadedPolicy
 from odsd.schema import CommitContext, EpisodeMeta
-from odsd.store import CommitResult, EpisodeBatch, EpisodeStore
+from odsd.store import CommitResult, EpisodeStore
 
 log = logging.getLogger("odsd.collect")
 
@@ -122,7 +123,7 @@ class Collector:
         self.progress = Progress()
         self.features = frame_features(self.spec, record_state=config.record_state)
         self.store: EpisodeStore | None = None
-        self.worker: CommitWorker | None = None
+        self.worker: CommitWorker | CommitProcess | None = None
         if commit_store:
             self.store = EpisodeStore.open_or_create(
                 config.store,
@@ -138,13 +139,14 @@ class Collector:
         self.student: LoadedPolicy | None = None
         self.mixer = BetaMixer(self.n, seed=config.seed + 7919, unit=config.mixing)
         max_steps = self.spec.max_episode_steps
-        self.buffers = EpisodeBuffers(self.features, self.n, max_steps, self.device)
+        recorded = {k: v for k, v in self.features.items() if k not in DERIVED_FIELDS}
+        self.buffers = EpisodeBuffers(recorded, self.n, max_steps, self.device)
         self.step_index = torch.zeros(self.n, dtype=torch.long, device=self.device)
-        self.segments = SegmentTracker(self.n, self.device)
         self.episode_started: list[str] = [""] * self.n
         self._low = self.spec.action.low_tensor(self.device) - 1e-5
         self._high = self.spec.action.high_tensor(self.device) + 1e-5
         self._zeros_i32 = torch.zeros(self.n, dtype=torch.int32, device=self.device)
+        self._zeros_i16 = torch.zeros(self.n, dtype=torch.int16, device=self.device)
         self._constants: dict[str, tuple[float, torch.Tensor]] = {}
         self._lock = threading.Lock()
         self.window = MetricsWindow()
@@ -152,6 +154,14 @@ class Collector:
         self.per_iteration: list[dict[str, Any]] = []
         self.last_error: str | None = None
         self.eval_episodes: list[EpisodeMeta] = []
+        self._eval_count = 0
+        self._pending: list[tuple[int, FinishedEpisode]] = []  # (buffer slot, episode)
+        self._pending_since = 0.0
+        self._run_info_cache: RunInfo | None = None
+        self._last_commit_seq: int | None = None
+        # Finished episodes are copied out in batches of about this many (amortizes the copy).
+        self._flush_episodes = max(1, min(config.commit_batch_episodes, self.n // 2))
+        self._flush_age_s = config.commit_max_age_s / 2
         quota = config.max_episodes or 0
         self._eval_quota = [quota // self.n + (1 if r < quota % self.n else 0) for r in range(self.n)]
 
@@ -185,6 +195,17 @@ class Collector:
     @property
     def needs_student(self) -> bool:
         return self.config.mode != "expert_demo"
+
+    @property
+    def watermark(self) -> int | None:
+        """A watermark that shows every episode this run committed (its newest commit's seq).
+
+        Cheaper than ``store.watermark`` with a writer process: that one reads back every record
+        the child wrote. Falls back to the store's watermark before this run's first commit.
+        """
+        if self._last_commit_seq is not None:
+            return self._last_commit_seq
+        return self.store.watermark if self.store is not None else None
 
     @property
     def policy_version(self) -> int:
@@ -234,14 +255,7 @@ class Collector:
             self._load_student()
         if self.store is not None:
             self._write_run_file()
-            self.worker = CommitWorker(
-                self.store.writer(run_id=self.run_id, writer_id=f"{self.run_id}-{uuid.uuid4().hex[:6]}"),
-                max_batch_episodes=self.config.commit_batch_episodes,
-                max_batch_age_s=self.config.commit_max_age_s,
-                queue_size=self.config.queue_size,
-                context=self._commit_context,
-                on_commit=self._on_commit,
-            )
+            self.worker = self._start_worker(self.store)
         if self.on_start is not None:
             self.on_start(self)
         obs, info = self.env.reset(seed=self.env_seed)
@@ -256,6 +270,7 @@ class Collector:
                     stop_reason = reason
                     break
                 obs = self._step(obs, all_rows)
+                self._flush_if_old()
                 if self.worker is not None:
                     self.worker.check()
                 if self.on_tick is not None:
@@ -268,8 +283,15 @@ class Collector:
                     self._report("rolling", window.summary())
                     last_report = time.monotonic()
         finally:
+            unsubmitted = 0
+            if abort.is_set():
+                unsubmitted = sum(ep.commit for _, ep in self._pending)
+                self.buffers.release([slot for slot, _ in self._pending])
+                self._pending = []
+            else:
+                self._flush()
             if self.worker is not None:
-                dropped = self.worker.close(discard_pending=abort.is_set())
+                dropped = unsubmitted + self.worker.close(discard_pending=abort.is_set())
                 # Dropped episodes were accepted in the current iteration (every boundary drains).
                 self.progress.episodes_accepted -= dropped
                 self.progress.episodes_in_iteration = max(0, self.progress.episodes_in_iteration - dropped)
@@ -278,7 +300,7 @@ class Collector:
             self._record_iteration()
         final = {**self.progress.__dict__, "stop_reason": stop_reason}
         self._emit("final", final)
-        watermark = self.store.watermark if self.store else None
+        watermark = self.watermark
         finished = self.progress.episodes_finished
         return RunSummary(
             run_id=self.run_id,
@@ -293,6 +315,19 @@ class Collector:
             stop_reason=stop_reason,
             per_iteration=self.per_iteration,
         )
+
+    def _start_worker(self, store: EpisodeStore) -> CommitWorker | CommitProcess:
+        writer_id = f"{self.run_id}-{uuid.uuid4().hex[:6]}"
+        options: dict[str, Any] = {
+            "max_batch_episodes": self.config.commit_batch_episodes,
+            "max_batch_age_s": self.config.commit_max_age_s,
+            "queue_size": self.config.queue_size,
+            "context": self._commit_context,
+            "on_commit": self._on_commit,
+        }
+        if self.config.writer == "process":
+            return CommitProcess(store.root, run_id=self.run_id, writer_id=writer_id, **options)
+        return CommitWorker(store.writer(run_id=self.run_id, writer_id=writer_id), **options)
 
     def _write_run_file(self) -> None:
         assert self.run_dir is not None and self.store is not None
@@ -315,7 +350,7 @@ class Collector:
         if stop.is_set():
             return "signal"
         if cfg.mode == "eval":
-            if cfg.max_episodes is not None and len(self.eval_episodes) >= cfg.max_episodes:
+            if cfg.max_episodes is not None and self._eval_count >= cfg.max_episodes:
                 return "max_episodes"
         elif cfg.max_episodes is not None and self.progress.episodes_accepted >= cfg.max_episodes:
             return "max_episodes"
@@ -374,7 +409,7 @@ class Collector:
         source[take_expert] = SOURCE_EXPERT
         source[hold] = SOURCE_HOLD
 
-        seg_id, seg_step, seg_start = self.segments.advance(phase, self.step_index)
+        seg_id = self._zeros_i16 if phase is None else phase.to(self.device, torch.int16)
         pre_state = self.env.get_state() if self.config.record_state else None  # type: ignore[attr-defined]
         next_obs, reward, terminated, truncated, info = self.env.step(behavior)
         success = _as(info["success"], torch.bool, self.device)
@@ -391,13 +426,8 @@ class Collector:
                 "action.behavior": behavior,
                 "action.source": source,
                 "reward": reward,
-                "terminated": terminated,
-                "truncated": truncated,
                 "success": success,
-                "episode_step": self.step_index,
                 "segment_id": seg_id,
-                "segment_step": seg_step,
-                "segment_start": seg_start,
                 "policy_version": self._constant("policy_version", self.policy_version, torch.int32),
                 "beta": self._constant("beta", beta, torch.float32),
             }
@@ -450,7 +480,6 @@ class Collector:
 
     def _start_episodes(self, rows: torch.Tensor, obs: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
         self.step_index[rows] = 0
-        self.segments.reset(rows)
         self.mixer.start_episodes(rows)
         now = datetime.now(UTC).isoformat()
         for r in rows.tolist():
@@ -461,81 +490,105 @@ class Collector:
     def _finish_episodes(
         self, rows: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, success: torch.Tensor
     ) -> None:
-        lengths = self.step_index[rows]
-        frames, offsets = self.buffers.take_concat(rows, lengths)
+        """Count finished rows now; their frames wait in retired slots until :meth:`_flush`."""
+        if self.buffers.free_slots < rows.numel():
+            self._flush()
+        lengths = self.step_index[rows].tolist()
+        slots = self.buffers.retire(rows).tolist()
         now = datetime.now(UTC).isoformat()
-        phase_names = list(getattr(self.expert, "phase_names", []) or [])
-        ok_rows = success[rows].tolist()
-        term_rows = terminated[rows].tolist()
+        ok_rows, term_rows = success[rows].tolist(), terminated[rows].tolist()
         trunc_rows = truncated[rows].tolist()
-        segment_ids = frames["segment_id"]
-        versions = frames["policy_version"]
-        accepted: list[tuple[int, EpisodeMeta]] = []
+        dropped: list[int] = []
         for j, row in enumerate(rows.tolist()):
             if self.config.mode != "eval" and self._bound_reached():
-                break  # rows finishing in the step that reached max_iterations/max_episodes
-            start, stop = int(offsets[j]), int(offsets[j + 1])
-            ok, term, trunc = bool(ok_rows[j]), bool(term_rows[j]), bool(trunc_rows[j])
-            reason = "success" if ok else ("truncated" if trunc and not term else "terminated")
-            # Built from typed values on the hot path (thousands per second): no re-validation.
-            meta = EpisodeMeta.model_construct(
-                length=stop - start,
-                run_id=self.run_id,
-                writer_id=self.worker.writer.writer_id if self.worker is not None else None,
-                iteration=self.progress.iteration,
-                env_row=row,
-                seed=self.env_seed,
-                success=ok,
-                terminated=term,
-                truncated=trunc,
-                terminal_reason=reason,
-                policy_version_first=int(versions[start]) if self.needs_student else None,
-                policy_version_last=int(versions[stop - 1]) if self.needs_student else None,
-                expert_name=self.expert.spec.name if self.expert is not None else None,
-                expert_version=self.expert.spec.version if self.expert is not None else None,
-                beta=self.beta,  # the iteration's beta; frames record the beta of their own step
-                task=self.spec.task_description,
-                segments=segment_table(segment_ids[start:stop], phase_names, ok, reason),
-                started=self.episode_started[row],
-                finished=now,
-            )
+                dropped.append(slots[j])  # rows finishing in the step that reached a bound
+                continue
+            ok = bool(ok_rows[j])
+            evaluate = False
             if self.config.mode == "eval":
                 if self._eval_quota[row] <= 0:
+                    dropped.append(slots[j])
                     continue
                 self._eval_quota[row] -= 1
-                self.eval_episodes.append(meta)
+                self._eval_count += 1
+                evaluate = True
             self.progress.episodes_finished += 1
             self.progress.successes += int(ok)
             with self._lock:
                 for window in (self.window, self.iteration_window):
                     window.episodes_finished += 1
                     window.successes += int(ok)
-                    window.lengths.append(meta.length)
-            if not self._accept(ok):
+                    window.lengths.append(lengths[j])
+            commit = self._accept(ok)
+            if not (commit or evaluate):
+                dropped.append(slots[j])
                 continue
-            self.progress.episodes_accepted += 1
-            self.progress.episodes_in_iteration += 1
-            accepted.append((j, meta))
-            if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
-                # Later rows of this step belong to the next iteration.
-                self._submit(frames, offsets, accepted)
-                accepted = []
-                self._end_iteration()
-        self._submit(frames, offsets, accepted)
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append(
+                (
+                    slots[j],
+                    FinishedEpisode(
+                        length=lengths[j],
+                        row=row,
+                        success=ok,
+                        terminated=bool(term_rows[j]),
+                        truncated=bool(trunc_rows[j]),
+                        iteration=self.progress.iteration,
+                        beta=self.beta,
+                        started=self.episode_started[row],
+                        finished=now,
+                        commit=commit,
+                        evaluate=evaluate,
+                    ),
+                )
+            )
+            if commit:
+                self.progress.episodes_accepted += 1
+                self.progress.episodes_in_iteration += 1
+                if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
+                    self._end_iteration()  # later rows of this step belong to the next iteration
+        self.buffers.release(dropped)
+        if len(self._pending) >= self._flush_episodes:
+            self._flush()
 
-    def _submit(
-        self, frames: dict[str, np.ndarray], offsets: np.ndarray, accepted: list[tuple[int, EpisodeMeta]]
-    ) -> None:
-        """Hand the accepted episodes of this step to the writer thread as one batch."""
-        if not accepted or self.worker is None:
+    def _flush_if_old(self) -> None:
+        if self._pending and time.monotonic() - self._pending_since >= self._flush_age_s:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Copy the pending finished episodes to the host (one copy per dtype) and hand the
+        accepted ones to the commit worker, which builds their metadata, as one batch."""
+        if not self._pending:
             return
-        picks = [j for j, _ in accepted]
-        if picks == list(range(len(offsets) - 1)):
-            selected = frames
-        else:
-            index = np.concatenate([np.arange(offsets[j], offsets[j + 1]) for j in picks])
-            selected = {name: values[index] for name, values in frames.items()}
-        self.worker.submit(EpisodeBatch(frames=selected, metas=[meta for _, meta in accepted]))
+        pending, self._pending = self._pending, []
+        slots = torch.tensor([slot for slot, _ in pending], dtype=torch.long, device=self.device)
+        episodes = [ep for _, ep in pending]
+        lengths = torch.tensor([ep.length for ep in episodes], dtype=torch.long, device=self.device)
+        frames, offsets = self.buffers.take_concat(slots, lengths)
+        self.buffers.release(slots)
+        batch = FinishedBatch(frames=frames, offsets=offsets, episodes=episodes, run=self._run_info())
+        if any(ep.evaluate for ep in episodes):
+            evaluated = batch.select([j for j, ep in enumerate(episodes) if ep.evaluate])
+            self.eval_episodes.extend(evaluated.metas())
+        accepted = [j for j, ep in enumerate(episodes) if ep.commit]
+        if accepted and self.worker is not None:
+            self.worker.submit(batch.select(accepted))
+
+    def _run_info(self) -> RunInfo:
+        if self._run_info_cache is None:
+            self._run_info_cache = RunInfo(
+                run_id=self.run_id,
+                writer_id=self.worker.writer_id if self.worker is not None else None,
+                seed=self.env_seed,
+                task=self.spec.task_description,
+                expert_name=self.expert.spec.name if self.expert is not None else None,
+                expert_version=self.expert.spec.version if self.expert is not None else None,
+                phase_names=tuple(getattr(self.expert, "phase_names", []) or ()),
+                has_student=self.needs_student,
+                fields=tuple(self.features),
+            )
+        return self._run_info_cache
 
     def _bound_reached(self) -> bool:
         cfg, p = self.config, self.progress
@@ -553,6 +606,7 @@ class Collector:
 
     def _end_iteration(self) -> None:
         """Synchronized point: drain commits, record metrics, load the newest student, advance beta."""
+        self._flush()
         if self.worker is not None:
             self.worker.drain()
         self._record_iteration()
@@ -592,6 +646,8 @@ class Collector:
 
     def _on_commit(self, result: CommitResult, stats: CommitStats) -> None:
         with self._lock:
+            if stats.seq is not None:
+                self._last_commit_seq = max(stats.seq, self._last_commit_seq or -1)
             self.progress.episodes_committed += stats.episodes
             self.progress.frames_committed += stats.frames
             for window in (self.window, self.iteration_window):

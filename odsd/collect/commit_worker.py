@@ -1,18 +1,30 @@
-"""The writer thread: batches finished episodes into commits, fed through a bounded queue."""
+"""The writer thread: batches finished episodes into commits, fed through a bounded queue.
+
+:class:`CommitWorker` commits in a thread of the collecting process;
+:class:`~odsd.collect.commit_process.CommitProcess` has the same interface and commits in a
+child process. Both share :func:`batching_loop`, which decides when a commit happens: when
+``max_batch_episodes`` are waiting, when the oldest waiting episode is ``max_batch_age_s`` old,
+on a flush request (``drain``) and on stop.
+"""
 
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from odsd.collect.finished import FinishedBatch
 from odsd.schema import CommitContext
 from odsd.store import CommitResult, Episode, EpisodeBatch, EpisodeWriter
 
-_FLUSH = object()
-_STOP = object()
+Item = Episode | EpisodeBatch | FinishedBatch
+"""What a commit worker accepts: one episode, a store batch, or finished episodes from the collector."""
+
+FLUSH = "flush"
+STOP = "stop"
 
 
 @dataclass(frozen=True)
@@ -23,8 +35,64 @@ class CommitStats:
     latency_s: float
 
 
+def count_episodes(item: object) -> int:
+    if isinstance(item, EpisodeBatch | FinishedBatch):
+        return item.num_episodes
+    return int(isinstance(item, Episode))
+
+
+def store_batch(parts: Sequence[Item]) -> EpisodeBatch:
+    """One store batch of ``parts`` (finished episodes get their metadata built here)."""
+    return EpisodeBatch.concat([p.to_episode_batch() if isinstance(p, FinishedBatch) else p for p in parts])
+
+
+def batching_loop(
+    get: Callable[[float | None], Any],
+    commit: Callable[[list[Any]], None],
+    on_control: Callable[[tuple], None],
+    *,
+    max_batch_episodes: int,
+    max_batch_age_s: float,
+    count: Callable[[Any], int],
+) -> int:
+    """Collect data entries from ``get`` into commits until a ``(STOP, discard)`` control tuple arrives.
+
+    ``get(timeout)`` returns a data entry, a control tuple ``(FLUSH, ...)`` / ``(STOP, ...)``, or
+    None when ``timeout`` passed. Pending entries are committed before a control tuple is handed
+    to ``on_control`` (a stop with ``discard`` set drops them instead). Returns the number of
+    episodes dropped that way.
+    """
+    batch: list[Any] = []
+    pending = 0
+    oldest = 0.0
+    while True:
+        timeout = None if not batch else max(0.0, oldest + max_batch_age_s - time.monotonic())
+        entry = get(timeout)
+        if entry is None and (not batch or time.monotonic() < oldest + max_batch_age_s):
+            continue  # an idle wake-up, or the batch is not old yet
+        if entry is not None and not isinstance(entry, tuple):
+            if not batch:
+                oldest = time.monotonic()
+            batch.append(entry)
+            pending += count(entry)
+            if pending < max_batch_episodes:
+                continue
+            entry = None
+        discard = (
+            isinstance(entry, tuple) and entry[0] == STOP and bool(entry[1] if len(entry) > 1 else False)
+        )
+        dropped = pending if discard else 0
+        if batch and not discard:
+            commit(batch)
+        batch, pending = [], 0
+        if isinstance(entry, tuple):
+            on_control(entry)
+            if entry[0] == STOP:
+                return dropped
+
+
 class CommitWorker:
-    """Commits episodes from a bounded queue in batches (by count and by age).
+    """Commits episodes from a bounded queue in batches (by count and by age), in a thread.
 
     ``submit`` blocks when the queue is full (back-pressure on the collector instead of
     unbounded memory). ``drain`` returns once everything submitted so far is committed.
@@ -56,6 +124,10 @@ class CommitWorker:
         self._thread.start()
 
     @property
+    def writer_id(self) -> str | None:
+        return getattr(self.writer, "writer_id", None)
+
+    @property
     def depth(self) -> int:
         return self._queue.qsize()
 
@@ -67,7 +139,7 @@ class CommitWorker:
         if self._error is not None:
             raise self._error
 
-    def submit(self, episodes: Episode | EpisodeBatch) -> None:
+    def submit(self, episodes: Item) -> None:
         """Queue one episode or a batch of episodes (blocks while the queue is full)."""
         while True:
             self.check()
@@ -82,7 +154,7 @@ class CommitWorker:
         with self._flushed:
             self._flush_requests += 1
             ticket = self._flush_requests
-        self._put_control(_FLUSH)
+        self._put_control((FLUSH, ticket))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._flushed:
             while self._flush_done < ticket and self._error is None:
@@ -101,13 +173,13 @@ class CommitWorker:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                dropped += _count(item)
-        self._put_control(_STOP)
+                dropped += count_episodes(item)
+        self._put_control((STOP, False))
         self._thread.join()
         self.check()
         return dropped
 
-    def _put_control(self, item: object) -> None:
+    def _put_control(self, item: tuple) -> None:
         # A dead thread (commit error) never empties a full queue: don't block on it forever.
         while self._thread.is_alive():
             try:
@@ -115,42 +187,36 @@ class CommitWorker:
             except queue.Full:
                 continue
 
-    def _run(self) -> None:
-        batch: list[Episode | EpisodeBatch] = []
-        pending = 0
-        oldest = 0.0
+    def _get(self, timeout: float | None) -> object:
         try:
-            while True:
-                timeout = None if not batch else max(0.0, oldest + self.max_batch_age_s - time.monotonic())
-                try:
-                    item = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                if isinstance(item, Episode | EpisodeBatch):
-                    if not batch:
-                        oldest = time.monotonic()
-                    batch.append(item)
-                    pending += _count(item)
-                    if pending < self.max_batch_episodes:
-                        continue
-                self._commit(batch)
-                batch, pending = [], 0
-                if item is _FLUSH:
-                    with self._flushed:
-                        self._flush_done += 1
-                        self._flushed.notify_all()
-                elif item is _STOP:
-                    return
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _on_control(self, control: tuple) -> None:
+        if control[0] == FLUSH:
+            with self._flushed:
+                self._flush_done = control[1]
+                self._flushed.notify_all()
+
+    def _run(self) -> None:
+        try:
+            batching_loop(
+                self._get,
+                self._commit,
+                self._on_control,
+                max_batch_episodes=self.max_batch_episodes,
+                max_batch_age_s=self.max_batch_age_s,
+                count=count_episodes,
+            )
         except BaseException as exc:
             self._error = exc
             with self._flushed:
                 self._flushed.notify_all()
 
-    def _commit(self, parts: list[Episode | EpisodeBatch]) -> None:
-        if not parts:
-            return
+    def _commit(self, parts: list[Item]) -> None:
         start = time.perf_counter()
-        batch = EpisodeBatch.concat(parts)
+        batch = store_batch(parts)
         result = self.writer.commit(batch, context=self.context())
         stats = CommitStats(
             seq=result.seq,
@@ -160,9 +226,3 @@ class CommitWorker:
         )
         if self.on_commit is not None:
             self.on_commit(result, stats)
-
-
-def _count(item: object) -> int:
-    if isinstance(item, EpisodeBatch):
-        return item.num_episodes
-    return int(isinstance(item, Episode))

@@ -48,10 +48,14 @@ class CollectConfig(BaseModel):
     """dagger_sync: commit only successful episodes."""
     record_state: bool = False
     commit_max_episodes: int | None = Field(default=None, ge=1)
-    """Episodes per commit (default: max(32, num_envs // 4), so big batches of rows commit in bulk)."""
+    """Episodes per commit (default: max(32, num_envs): each commit has a fixed file-system cost, so
+    many rows commit in bulk; ``commit_max_age_s`` still bounds how late data becomes visible)."""
     commit_max_age_s: float = Field(default=2.0, gt=0)
     queue_size: int = Field(default=256, ge=1)
     durability: Literal["fsync", "process"] = "fsync"
+    writer: Literal["process", "thread"] = "process"
+    """Where commits are written: a child process (own core, no GIL contention with the loop)
+    or a thread of the collector."""
     run_id: str | None = None
     metrics_interval_s: float = Field(default=5.0, gt=0)
     policy_wait_s: float = Field(default=0.0, ge=0)
@@ -68,7 +72,7 @@ class CollectConfig(BaseModel):
 
     @property
     def commit_batch_episodes(self) -> int:
-        return self.commit_max_episodes or max(32, self.num_envs // 4)
+        return self.commit_max_episodes or max(32, self.num_envs)
 
     @property
     def policies_dir(self) -> Path:

@@ -112,7 +112,7 @@ class CollectService:
             "iteration": c.progress.iteration,
             "beta": c.beta,
             "policy_version": c.policy_version,
-            "watermark": c.store.watermark if c.store is not None else None,
+            "watermark": c.watermark,
             "counters": dict(c.progress.__dict__),
             "writer_queue_depth": c.worker.depth if c.worker is not None else 0,
             "env_steps_per_s": rep.get("env_steps_per_s"),

@@ -64,6 +64,11 @@ def check_delta_timestamps(
     return out
 
 
+def segment_text(name: str, start: int, end: int, success: bool | None) -> str:
+    """One ``odsd/segments`` entry: ``name:start:end:success`` (success 1, 0 or empty when unknown)."""
+    return f"{name}:{start}:{end}:{'' if success is None else int(success)}"
+
+
 def episode_table(view: View) -> EpisodeTable:
     entries = view.entries
     return EpisodeTable(
@@ -84,11 +89,7 @@ def episode_table(view: View) -> EpisodeTable:
                 -1 if e.meta.policy_version_last is None else e.meta.policy_version_last for e in entries
             ],
             "odsd/segments": [
-                [
-                    f"{r.name}:{r.start}:{r.end}:{'' if r.success is None else int(r.success)}"
-                    for r in e.meta.segments
-                ]
-                for e in entries
+                [segment_text(r.name, r.start, r.end, r.success) for r in e.meta.segments] for e in entries
             ],
         }
     )

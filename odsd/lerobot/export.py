@@ -14,6 +14,9 @@ temporary name next to ``OUT`` and renamed into place only when complete, so an 
 export leaves no loadable dataset at ``OUT`` (and, with ``overwrite``, the old one stays until
 the new one is complete).
 
+The exported episodes are the selected episodes, or with ``Selection(segments=...)`` and/or
+``failure_focused`` one LeRobot episode per matching segment clip (:mod:`odsd.lerobot.units`).
+
 Needs the ``odsd[lerobot]`` extra (pyarrow, pandas and LeRobot's metadata helpers).
 """
 
@@ -34,6 +37,7 @@ import numpy as np
 from odsd.errors import ConfigError, OdsdError
 from odsd.lerobot.selection import Selection
 from odsd.lerobot.stats import episode_stats
+from odsd.lerobot.units import Unit, export_unit
 from odsd.store import EpisodeStore
 from odsd.store.fsio import fsync_dir, fsync_tree
 
@@ -57,6 +61,10 @@ class ExportResult:
     invalid_labels: int
     stats_version: str
     seconds: float
+    unit: Unit = "episodes"
+    """``"segments"``: each exported episode is one segment clip."""
+    source_episodes: int = 0
+    """Store episodes the exported frames come from (``episodes`` when the unit is episodes)."""
 
     @property
     def frames_per_s(self) -> float:
@@ -125,6 +133,9 @@ def export_lerobot(
 ) -> ExportResult:
     """Write the selected episodes at ``watermark`` as a LeRobot v3.0 dataset at ``out``.
 
+    With ``selection.segments`` and/or ``selection.failure_focused`` each matching segment clip is
+    exported as its own episode (see :mod:`odsd.lerobot.units`); window modes are refused.
+
     ``progress``: True for a rich progress bar, or a callback ``(frames_done, frames_total)``.
     """
     t0 = time.perf_counter()
@@ -132,9 +143,9 @@ def export_lerobot(
     if out.exists() and not overwrite:
         raise ExportExistsError(f"{out}: already exists (use --overwrite to replace it)")
     selection = selection or Selection()
-    if selection.frame_level:
+    if selection.window_mode is not None:
         raise ConfigError(
-            "export writes whole episodes; segment, failure and window filters apply to readers only"
+            "window modes choose training anchors and apply to readers only; export episodes or segments"
         )
     if chunks_size < 1 or data_files_size_in_mb <= 0:
         raise ConfigError("chunks_size and data_files_size_in_mb must be positive")
@@ -146,12 +157,14 @@ def export_lerobot(
     from odsd.lerobot.dataset import OdsdLeRobotDataset
 
     ds = OdsdLeRobotDataset(store, watermark=watermark, selection=selection, label=label, repo_id=repo_id)
-    view, meta = ds.view, ds.meta
+    meta = ds.meta
     fps = float(meta.fps)
     if not fps.is_integer():
         raise ConfigError(f"LeRobot datasets need an integer fps; this store records at {fps:g}")
-    if view.num_frames == 0:
+    if ds.view.num_frames == 0:
         raise ConfigError("nothing to export: the selection holds no episodes")
+    unit = export_unit(ds)
+    view = unit.view
     features = {k: {**v, "shape": list(v["shape"])} for k, v in meta.features.items()}
     hf_features = lr.get_hf_features_from_features(
         {k: {**v, "shape": tuple(v["shape"])} for k, v in features.items()}
@@ -190,7 +203,7 @@ def export_lerobot(
                 callback(hi, total)
 
         # -- meta/episodes ------------------------------------------------------------------
-        table = meta.episodes
+        table = unit.episodes
         ep_cols: dict[str, Any] = {
             "episode_index": pa.array(np.arange(n_ep, dtype=np.int64)),
             "tasks": pa.array(table["tasks"], type=pa.list_(pa.string())),
@@ -224,12 +237,16 @@ def export_lerobot(
         )
         info = dict(meta.info)
         info["features"] = features
+        info["total_episodes"] = n_ep
+        info["total_frames"] = view.num_frames
+        info["splits"] = {"train": f"0:{n_ep}"}
+        info["odsd"] = unit.provenance
         info["chunks_size"] = int(chunks_size)
         info["data_files_size_in_mb"] = data_files_size_in_mb
         info["fps"] = int(fps)
         lr.write_info(info, tmp)
-        lr.write_stats(meta.stats, tmp)
-        (tmp / "meta" / "odsd.json").write_text(json.dumps(info.get("odsd", {}), indent=1, sort_keys=True))
+        lr.write_stats(unit.stats, tmp)
+        (tmp / "meta" / "odsd.json").write_text(json.dumps(unit.provenance, indent=1, sort_keys=True))
         if durable:
             fsync_tree(tmp)
 
@@ -257,6 +274,8 @@ def export_lerobot(
         frames=view.num_frames,
         data_files=len(groups),
         invalid_labels=int((~view.label_valid).sum()),
-        stats_version=meta.stats_version,
+        stats_version=unit.stats_version,
         seconds=time.perf_counter() - t0,
+        unit=unit.unit,
+        source_episodes=unit.source_episodes,
     )

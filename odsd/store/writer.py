@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from odsd.gcpause import gc_paused
 from odsd.schema import AddAction, CommitContext, CommitRecord, EpisodeEntry, EpisodeMeta, RemoveAction
 from odsd.store.errors import CommitConflictError, CorruptStoreError
 from odsd.store.segments import remove_tree, validate_frames, write_segment
@@ -115,6 +116,16 @@ class EpisodeWriter:
         Returns once the record is durable (per the store's durability). Passing the
         ``writer_seq`` of a commit that is already in the log publishes nothing.
         """
+        with gc_paused():
+            return self._commit(episodes, context=context, writer_seq=writer_seq)
+
+    def _commit(
+        self,
+        episodes: Sequence[Episode] | EpisodeBatch,
+        *,
+        context: CommitContext | None,
+        writer_seq: int | None,
+    ) -> CommitResult:
         batch = episodes if isinstance(episodes, EpisodeBatch) else self._as_batch(episodes)
         if not batch.metas:
             raise ValueError("commit needs at least one episode")

@@ -9,7 +9,7 @@ import torch
 
 from odsd.lerobot import OdsdLeRobotDataset
 
-pytest.importorskip("lerobot")
+pytest.importorskip("lerobot.datasets.lerobot_dataset")
 pytestmark = pytest.mark.lerobot
 
 

@@ -17,7 +17,7 @@ from odsd.lerobot import OdsdLeRobotDataset, Selection, export_lerobot
 from odsd.lerobot.export import ExportExistsError
 from odsd.store import EpisodeStore
 
-pytest.importorskip("lerobot")
+pytest.importorskip("lerobot.datasets.lerobot_dataset")
 pytestmark = pytest.mark.lerobot
 
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
