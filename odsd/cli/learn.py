@@ -28,6 +28,10 @@ def learn_cmd(
     recent_fraction: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="... for this share of a batch.")
     ] = 0.0,
+    segment: Annotated[
+        list[str] | None,
+        typer.Option("--segment", help="Train only on frames of segments with this name (repeatable)."),
+    ] = None,
     warm_start: Annotated[bool, typer.Option(help="Continue from the newest snapshot.")] = True,
     max_rounds: Annotated[int | None, typer.Option(min=1, help="Stop after this many rounds.")] = None,
     once: Annotated[
@@ -55,6 +59,7 @@ def learn_cmd(
         bc=BCConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=device),
         recent=recent,
         recent_fraction=recent_fraction,
+        segments=tuple(segment) if segment else None,
         warm_start=warm_start,
         max_rounds=1 if once else max_rounds,
         poll_interval_s=poll,

@@ -261,6 +261,10 @@ class Collector:
         obs, info = self.env.reset(seed=self.env_seed)
         all_rows = torch.arange(self.n, device=self.device)
         self._start_episodes(all_rows, obs, info)
+        if self.worker is not None:
+            # The writer process started above and imported while the envs reset; collecting
+            # only once it is up keeps the first iteration boundary (a drain) short.
+            self.worker.wait_ready()
         last_report = time.monotonic()
         stop_reason = "stopped"
         try:

@@ -121,6 +121,14 @@ class CommitProcess:
         if self._error is not None:
             raise self._error
 
+    def wait_ready(self) -> None:
+        """Block until the child has opened the store (or raise why it could not)."""
+        while not self._ready.wait(0.1):
+            self.check()
+            if self._stopped.is_set():
+                break
+        self.check()
+
     def submit(self, episodes: Item) -> None:
         """Queue episodes with the current commit context (blocks while the queue is full)."""
         message = (episodes, self.context())

@@ -139,6 +139,10 @@ class CommitWorker:
         if self._error is not None:
             raise self._error
 
+    def wait_ready(self) -> None:
+        """The thread is ready as soon as it exists (the writer process needs a moment)."""
+        self.check()
+
     def submit(self, episodes: Item) -> None:
         """Queue one episode or a batch of episodes (blocks while the queue is full)."""
         while True:

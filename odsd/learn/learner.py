@@ -22,6 +22,7 @@ from odsd.envs import EnvSpec, make_env
 from odsd.errors import ConfigError
 from odsd.learn.bc import BCConfig, publish_bc, train_bc
 from odsd.lerobot import OdsdLeRobotDataset, Selection
+from odsd.lerobot.selection import check_segment_names
 from odsd.policies.mlp import ReferenceMLP
 from odsd.policies.snapshot import latest_snapshot, load_snapshot, read_meta
 from odsd.store import MANIFEST, EpisodeStore
@@ -41,6 +42,8 @@ class LearnerConfig:
     recent: int | None = None
     """With ``recent_fraction``: that share of every batch comes from the ``recent`` newest episodes."""
     recent_fraction: float = 0.0
+    segments: tuple[str, ...] | None = None
+    """Train only on frames inside segments with these names (e.g. ``("grasp",)``)."""
     warm_start: bool = True
     """Continue from the newest published snapshot instead of a fresh network."""
     max_rounds: int | None = None
@@ -105,14 +108,17 @@ class Learner:
     def round(self) -> Path:
         """Train on the newest committed data and publish one snapshot; returns its directory."""
         cfg = self.config
-        dataset = OdsdLeRobotDataset(self.store, label=cfg.bc.label.removeprefix("action."))
+        label = cfg.bc.label.removeprefix("action.")
+        dataset = OdsdLeRobotDataset(self.store, selection=Selection(segments=cfg.segments), label=label)
+        if cfg.segments:
+            check_segment_names(dataset.view.entries, cfg.segments)
         recent = None
         if cfg.recent and cfg.recent_fraction > 0:
             recent = OdsdLeRobotDataset(
                 self.store,
                 watermark=dataset.watermark,
-                selection=Selection(recent=cfg.recent),
-                label=cfg.bc.label.removeprefix("action."),
+                selection=Selection(recent=cfg.recent, segments=cfg.segments),
+                label=label,
             )
         init = self._newest_model() if cfg.warm_start else None
         started = time.monotonic()

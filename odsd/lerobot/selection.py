@@ -170,6 +170,19 @@ def failed_frame_mask(entries: Sequence[EpisodeEntry], starts: np.ndarray, n: in
     return mask
 
 
+def check_segment_names(entries: Sequence[EpisodeEntry], names: Sequence[str]) -> None:
+    """ConfigError naming the segments that no entry has, and those that exist."""
+    from odsd.replay.windows import segment_names
+
+    present = segment_names(e.meta for e in entries)
+    missing = sorted(set(names) - set(present))
+    if missing:
+        raise ConfigError(
+            f"no selected episode has a segment named {', '.join(missing)} "
+            f"(segments present: {', '.join(present) or 'none'})"
+        )
+
+
 def parse_episode_list(text: str | Sequence[str] | None) -> tuple[int, ...] | None:
     """``"0,3,7-9"`` (or several such strings) → ``(0, 3, 7, 8, 9)``; ConfigError on bad syntax."""
     if text is None:

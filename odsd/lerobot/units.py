@@ -31,7 +31,7 @@ import numpy as np
 from odsd.errors import ConfigError
 from odsd.lerobot.dataset import OdsdLeRobotDataset, episode_table, segment_text
 from odsd.lerobot.meta import EpisodeTable
-from odsd.lerobot.selection import Selection
+from odsd.lerobot.selection import Selection, check_segment_names
 from odsd.lerobot.stats import compute_stats
 from odsd.lerobot.view import View
 from odsd.schema import EpisodeEntry
@@ -134,19 +134,6 @@ def _describe(selection: Selection) -> str:
     if selection.segments:
         what += f" named {', '.join(selection.segments)}"
     return what
-
-
-def check_segment_names(entries: Sequence[EpisodeEntry], names: Sequence[str]) -> None:
-    """ConfigError naming the segments that no entry has, and those that exist."""
-    from odsd.replay.windows import segment_names
-
-    present = segment_names(e.meta for e in entries)
-    missing = sorted(set(names) - set(present))
-    if missing:
-        raise ConfigError(
-            f"no selected episode has a segment named {', '.join(missing)} "
-            f"(segments present: {', '.join(present) or 'none'})"
-        )
 
 
 def select_clips(entries: Sequence[EpisodeEntry], selection: Selection) -> list[Clip]:

@@ -88,3 +88,44 @@ def test_learner_waits_for_the_collector_to_create_the_store(demo_store: Path, t
     stop = threading.Event()
     stop.set()
     assert not wait_for_store(LearnerConfig(store=tmp_path / "never"), stop)
+
+
+def test_learner_trains_on_named_segments_only(demo_store: Path, tmp_path: Path, monkeypatch) -> None:
+    import odsd.learn.learner as learner_module
+
+    seen = []
+    real_train = learner_module.train_bc
+
+    def spy(dataset, *args, **kwargs):
+        seen.append(dataset)
+        return real_train(dataset, *args, **kwargs)
+
+    monkeypatch.setattr(learner_module, "train_bc", spy)
+    cfg = LearnerConfig(
+        store=demo_store,
+        policies_dir=tmp_path / "p",
+        bc=BCConfig(steps=20),
+        segments=("grasp",),
+        max_rounds=1,
+    )
+    Learner(cfg).round()
+    (dataset,) = seen
+    view = dataset.view
+    grasp = {
+        int(view.segment_id[view.from_index[i] + ref.start])
+        for i, entry in enumerate(view.entries)
+        for ref in entry.meta.segments
+        if ref.name == "grasp"
+    }
+    assert len(dataset) > 0 and len(grasp) == 1
+    assert set(view.segment_id[dataset.anchors].tolist()) == grasp  # every training anchor is a grasp frame
+
+
+def test_learner_names_the_segments_that_exist(demo_store: Path, tmp_path: Path) -> None:
+    cfg = LearnerConfig(
+        store=demo_store, policies_dir=tmp_path / "p", bc=BCConfig(steps=5), segments=("nope",)
+    )
+    with pytest.raises(
+        ConfigError, match=r"no selected episode has a segment named nope \(segments present: reach"
+    ):
+        Learner(cfg).round()
