@@ -324,7 +324,9 @@ class Collector:
         writer_id = f"{self.run_id}-{uuid.uuid4().hex[:6]}"
         options: dict[str, Any] = {
             "max_batch_episodes": self.config.commit_batch_episodes,
-            "max_batch_age_s": self.config.commit_max_age_s,
+            # Episodes wait up to half the age here and half in the worker: a finished episode
+            # is committed within commit_max_age_s (plus the commit itself).
+            "max_batch_age_s": self.config.commit_max_age_s / 2,
             "queue_size": self.config.queue_size,
             "context": self._commit_context,
             "on_commit": self._on_commit,

@@ -51,6 +51,7 @@ class CollectConfig(BaseModel):
     """Episodes per commit (default: max(32, num_envs): each commit has a fixed file-system cost, so
     many rows commit in bulk; ``commit_max_age_s`` still bounds how late data becomes visible)."""
     commit_max_age_s: float = Field(default=2.0, gt=0)
+    """A finished episode is committed at most this long after it finished (plus the commit's own time)."""
     queue_size: int = Field(default=256, ge=1)
     durability: Literal["fsync", "process"] = "fsync"
     writer: Literal["process", "thread"] = "process"
