@@ -63,7 +63,8 @@ def _reader(root: Path, reader: int, report_path: Path, deadline: float) -> None
     last_wm = -1
     snap = store.snapshot(lease=True)
     snapshots = 0
-    while time.time() < deadline:
+    # Until the deadline, and in any case two snapshots (a loaded machine can make one take it all).
+    while time.time() < deadline or (snapshots < 2 and time.time() < deadline + 60):
         # snap.refresh() reuses loaded segments; a fresh handle now and then, as a new trainer would.
         fresh = EpisodeStore.open(root).snapshot(lease=True) if snapshots % 3 == 2 else snap.refresh()
         snap.close()
