@@ -4,8 +4,7 @@
 >>> summary = Collector(CollectConfig(task="reach", store="data.odsd", max_iterations=2)).run()
 """
 
-from importlib import import_module
-from typing import Any
+from odsd.lazy import lazy_exports
 
 _LAZY = {
     "BetaSchedule": "beta",
@@ -24,12 +23,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # The writer process imports odsd.collect.commit_process: keep torch out of that import.
-    if name in _LAZY:
-        return getattr(import_module(f"odsd.collect.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'odsd.collect' has no attribute {name!r}")
-
+# The writer process imports odsd.collect.commit_process: keep torch out of that import.
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "SOURCE_EXPERT",

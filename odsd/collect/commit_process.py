@@ -37,6 +37,7 @@ from odsd.collect.commit_worker import (
     FLUSH,
     STOP,
     CommitStats,
+    FlushTickets,
     Item,
     batching_loop,
     count_episodes,
@@ -53,7 +54,7 @@ class CommitProcessError(RuntimeError):
     """The writer process died or failed in a way that cannot be re-raised as its own exception."""
 
 
-class CommitProcess:
+class CommitProcess(FlushTickets):
     """Commits episodes in batches (by count and by age) in a child process; see the module docstring."""
 
     def __init__(
@@ -74,11 +75,9 @@ class CommitProcess:
         ctx = mp.get_context("spawn")  # the collector holds torch threads: never fork it
         self._inbox: Any = ctx.Queue(maxsize=queue_size)
         self._outbox: Any = ctx.Queue()
-        self._error: BaseException | None = None
-        self._flushed = threading.Condition()
-        self._flush_requests = 0
-        self._flush_done = 0
+        super().__init__()
         self._submitted = 0
+        self._child_dropped = 0
         self._consumed = 0
         self._stopped = threading.Event()
         self._process = ctx.Process(
@@ -110,16 +109,8 @@ class CommitProcess:
         return self._submitted - self._consumed
 
     @property
-    def failed(self) -> bool:
-        return self._error is not None
-
-    @property
     def pid(self) -> int | None:
         return self._process.pid
-
-    def check(self) -> None:
-        if self._error is not None:
-            raise self._error
 
     def wait_ready(self) -> None:
         """Block until the child has opened the store (or raise why it could not)."""
@@ -140,21 +131,6 @@ class CommitProcess:
                 return
             except queue.Full:
                 continue
-
-    def drain(self, timeout_s: float | None = None) -> None:
-        """Commit everything submitted so far (the synchronized point for run-state manifests)."""
-        with self._flushed:
-            self._flush_requests += 1
-            ticket = self._flush_requests
-        self._put_control((FLUSH, ticket))
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._flushed:
-            while self._flush_done < ticket and self._error is None:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError("commit worker did not drain in time")
-                self._flushed.wait(timeout=0.5 if remaining is None else min(0.5, remaining))
-        self.check()
 
     def close(self, *, discard_pending: bool = False) -> int:
         """Stop the process, by default after committing what is queued; return how many were dropped."""
@@ -180,8 +156,6 @@ class CommitProcess:
         return dropped + self._child_dropped
 
     # -- parent side ----------------------------------------------------------------------------
-
-    _child_dropped = 0
 
     def _put_control(self, item: tuple) -> None:
         # A dead child never empties a full queue: don't block on it forever.
@@ -215,9 +189,7 @@ class CommitProcess:
                     if self.on_commit is not None:
                         self.on_commit(result, stats)
                 elif kind == "flushed":
-                    with self._flushed:
-                        self._flush_done = message[1]
-                        self._flushed.notify_all()
+                    self._flush_acknowledged(message[1])
                 elif kind == "error":
                     self._fail(_rebuild(message[1], message[2]))
                     return
@@ -228,9 +200,6 @@ class CommitProcess:
             self._stopped.set()
             with self._flushed:
                 self._flushed.notify_all()
-
-    def _fail(self, exc: BaseException) -> None:
-        self._error = exc
 
     def _death(self) -> CommitProcessError:
         code = self._process.exitcode

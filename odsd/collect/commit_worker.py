@@ -91,7 +91,58 @@ def batching_loop(
                 return dropped
 
 
-class CommitWorker:
+class FlushTickets:
+    """What both commit workers share: the first error, and ``drain`` by numbered flush requests.
+
+    A subclass sends ``(FLUSH, ticket)`` through its queue in :meth:`_put_control` and calls
+    :meth:`_flush_acknowledged` when the worker has committed everything before it.
+    """
+
+    def __init__(self) -> None:
+        self._error: BaseException | None = None
+        self._flushed = threading.Condition()
+        self._flush_requests = 0
+        self._flush_done = 0
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def drain(self, timeout_s: float | None = None) -> None:
+        """Commit everything submitted so far (the synchronized point for run-state manifests)."""
+        with self._flushed:
+            self._flush_requests += 1
+            ticket = self._flush_requests
+        self._put_control((FLUSH, ticket))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._flushed:
+            while self._flush_done < ticket and self._error is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("commit worker did not drain in time")
+                self._flushed.wait(timeout=0.5 if remaining is None else min(0.5, remaining))
+        self.check()
+
+    def _put_control(self, item: tuple) -> None:
+        raise NotImplementedError
+
+    def _flush_acknowledged(self, ticket: int) -> None:
+        with self._flushed:
+            self._flush_done = ticket
+            self._flushed.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Record the worker's failure and wake anyone waiting in ``drain``."""
+        self._error = exc
+        with self._flushed:
+            self._flushed.notify_all()
+
+
+class CommitWorker(FlushTickets):
     """Commits episodes from a bounded queue in batches (by count and by age), in a thread.
 
     ``submit`` blocks when the queue is full (back-pressure on the collector instead of
@@ -115,11 +166,8 @@ class CommitWorker:
         self.max_batch_age_s = max_batch_age_s
         self.context = context or CommitContext
         self.on_commit = on_commit
+        super().__init__()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
-        self._error: BaseException | None = None
-        self._flushed = threading.Condition()
-        self._flush_requests = 0
-        self._flush_done = 0
         self._thread = threading.Thread(target=self._run, name="odsd-commit", daemon=True)
         self._thread.start()
 
@@ -130,14 +178,6 @@ class CommitWorker:
     @property
     def depth(self) -> int:
         return self._queue.qsize()
-
-    @property
-    def failed(self) -> bool:
-        return self._error is not None
-
-    def check(self) -> None:
-        if self._error is not None:
-            raise self._error
 
     def wait_ready(self) -> None:
         """The thread is ready as soon as it exists (the writer process needs a moment)."""
@@ -152,21 +192,6 @@ class CommitWorker:
                 return
             except queue.Full:
                 continue
-
-    def drain(self, timeout_s: float | None = None) -> None:
-        """Commit everything submitted so far (the synchronized point for run-state manifests)."""
-        with self._flushed:
-            self._flush_requests += 1
-            ticket = self._flush_requests
-        self._put_control((FLUSH, ticket))
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._flushed:
-            while self._flush_done < ticket and self._error is None:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError("commit worker did not drain in time")
-                self._flushed.wait(timeout=0.5 if remaining is None else min(0.5, remaining))
-        self.check()
 
     def close(self, *, discard_pending: bool = False) -> int:
         """Stop the thread, by default after committing what is queued; return how many were dropped."""
@@ -199,9 +224,7 @@ class CommitWorker:
 
     def _on_control(self, control: tuple) -> None:
         if control[0] == FLUSH:
-            with self._flushed:
-                self._flush_done = control[1]
-                self._flushed.notify_all()
+            self._flush_acknowledged(control[1])
 
     def _run(self) -> None:
         try:
@@ -214,9 +237,7 @@ class CommitWorker:
                 count=count_episodes,
             )
         except BaseException as exc:
-            self._error = exc
-            with self._flushed:
-                self._flushed.notify_all()
+            self._fail(exc)
 
     def _commit(self, parts: list[Item]) -> None:
         start = time.perf_counter()

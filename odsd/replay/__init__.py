@@ -7,9 +7,7 @@
     report.max_obs_dev, [e.explanation for e in report.failed]
 """
 
-from importlib import import_module
-from typing import Any
-
+from odsd.lazy import lazy_exports
 from odsd.replay.defaults import DEFAULT_ATOL
 from odsd.replay.errors import ReplayError, SpecMismatchError
 
@@ -35,12 +33,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # Replay pulls in torch and the simulators; load it only when used (keeps `odsd --help` fast).
-    if name in _LAZY:
-        return getattr(import_module(f"odsd.replay.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'odsd.replay' has no attribute {name!r}")
-
+# Replay pulls in torch and the simulators; load it only when used (keeps `odsd --help` fast).
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_ATOL",
