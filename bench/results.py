@@ -39,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -334,10 +335,12 @@ def _log(line: str) -> None:
 
 
 def _pool_map(fn, args: list[tuple], jobs: int) -> list[Any]:
+    """``fn(*a)`` for each ``a`` in worker processes that may start the collector's writer process."""
     if jobs <= 1 or len(args) <= 1:
         return [fn(*a) for a in args]
-    with mp.get_context("spawn").Pool(min(jobs, len(args))) as pool:
-        return pool.starmap(fn, args)
+    workers = min(jobs, len(args))
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        return list(pool.map(fn, *zip(*args, strict=True)))
 
 
 def stage_dagger_bc(setup: Setup, seeds: list[int], work: Path, jobs: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import threading
 import time
 import uuid
@@ -332,7 +333,12 @@ class Collector:
             "on_commit": self._on_commit,
         }
         if self.config.writer == "process":
-            return CommitProcess(store.root, run_id=self.run_id, writer_id=writer_id, **options)
+            if not multiprocessing.current_process().daemon:
+                return CommitProcess(store.root, run_id=self.run_id, writer_id=writer_id, **options)
+            log.warning(
+                "writer='process' cannot start a child inside a daemonic process "
+                "(e.g. a multiprocessing.Pool worker); committing from a thread instead"
+            )
         return CommitWorker(store.writer(run_id=self.run_id, writer_id=writer_id), **options)
 
     def _write_run_file(self) -> None:

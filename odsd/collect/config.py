@@ -56,7 +56,8 @@ class CollectConfig(BaseModel):
     durability: Literal["fsync", "process"] = "fsync"
     writer: Literal["process", "thread"] = "process"
     """Where commits are written: a child process (own core, no GIL contention with the loop)
-    or a thread of the collector."""
+    or a thread of the collector. Inside a daemonic process (a ``multiprocessing.Pool`` worker),
+    which may not have children, ``"process"`` falls back to a thread with a warning."""
     run_id: str | None = None
     metrics_interval_s: float = Field(default=5.0, gt=0)
     policy_wait_s: float = Field(default=0.0, ge=0)

@@ -207,3 +207,30 @@ def test_the_writer_process_dies_with_a_killed_parent(store_root: Path, tmp_path
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_collector_inside_a_pool_worker_commits_from_a_thread(tmp_path: Path) -> None:
+    script = tmp_path / "pool_parent.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import multiprocessing as mp
+            from pathlib import Path
+
+            def collect(store):
+                from odsd.collect import CollectConfig, Collector
+                cfg = CollectConfig(mode="expert_demo", task="reach", expert="planner", num_envs=2,
+                                    max_episodes=3, store=Path(store))
+                return Collector(cfg).run().episodes_committed
+
+            if __name__ == "__main__":
+                with mp.get_context("spawn").Pool(1) as pool:
+                    print("committed", pool.apply(collect, ({str(tmp_path / "s")!r},)))
+            """
+        )
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "committed 3" in out.stdout
+    assert "committing from a thread instead" in out.stderr
+    assert len(EpisodeStore.open(tmp_path / "s").snapshot().episode_ids) == 3

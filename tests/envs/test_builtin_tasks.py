@@ -127,25 +127,45 @@ def test_step_rejects_bad_actions() -> None:
         env.step(torch.tensor([[0.0, 0.0, 0.0, 0.0], [float("nan"), 0.0, 0.0, 0.0]]))
 
 
-def test_pick_place_grasp_requires_closing_at_the_cube() -> None:
+def repeat(env: VecEnv, action: list[float], times: int) -> dict[str, torch.Tensor]:
+    for _ in range(times):
+        obs, *_ = env.step(torch.tensor([action]))
+    return obs
+
+
+def deterministic_pick_place_at_the_cube() -> VecEnv:
+    """One ``pick_place`` row without perturbations, its open gripper at the cube."""
     env = make_env("pick_place", num_envs=1, seed=0, action_noise=0.0, push_prob=0.0, slip_prob=0.0)
     state = env.get_state()
     state["ee_pos"][0] = state["cube_pos"][0]
     env.set_state(state)
-    for _ in range(3):
-        obs, *_ = env.step(torch.tensor([[0.0, 0.0, 0.0, -1.0]]))
-    assert obs["grasped"].item() == 1.0
-    obs, *_ = env.step(torch.tensor([[0.0, 0.0, 1.0, -1.0]]))
+    return env
+
+
+def test_pick_place_grasp_requires_closing_at_the_cube() -> None:
+    env = deterministic_pick_place_at_the_cube()
+    assert repeat(env, [0.0, 0.0, 0.0, -1.0], 3)["grasped"].item() == 1.0
+    obs = repeat(env, [0.0, 0.0, 1.0, -1.0], 1)
     assert obs["cube_pos"][0, 2] > 0.02 + 1e-4  # lifted with the gripper
     # A gripper that is already closed does not grasp by touching the cube.
     env.reset(seed=1)
-    for _ in range(4):
-        env.step(torch.tensor([[0.0, 0.0, 0.0, -1.0]]))
+    repeat(env, [0.0, 0.0, 0.0, -1.0], 4)
     state = env.get_state()
     state["ee_pos"][0] = state["cube_pos"][0]
     env.set_state(state)
-    obs, *_ = env.step(torch.tensor([[0.0, 0.0, 0.0, -1.0]]))
-    assert obs["grasped"].item() == 0.0
+    assert repeat(env, [0.0, 0.0, 0.0, -1.0], 1)["grasped"].item() == 0.0
+
+
+def test_pick_place_gripper_holding_the_cube_stops_at_the_table() -> None:
+    env = deterministic_pick_place_at_the_cube()
+    rest = env.spec.params["cube_rest_z"]
+    assert repeat(env, [0.0, 0.0, 0.0, -1.0], 3)["grasped"].item() == 1.0
+    obs = repeat(env, [0.0, 0.0, -1.0, -1.0], 3)  # pressing the held cube down into the table
+    assert obs["ee_pos"][0, 2].item() == pytest.approx(rest)
+    assert obs["cube_pos"][0, 2].item() == pytest.approx(rest)
+    assert repeat(env, [0.0, 0.0, 0.0, 1.0], 3)["grasped"].item() == 0.0
+    obs = repeat(env, [0.0, 0.0, -1.0, 1.0], 1)  # released: the open gripper may go lower again
+    assert obs["ee_pos"][0, 2].item() < rest - 1e-3
 
 
 def test_safe_hold_keeps_rows_still() -> None:

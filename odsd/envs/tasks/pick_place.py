@@ -14,7 +14,8 @@ Physics (per 50 ms control step, all rows at once):
   (positive opens); it is *closed* when ``g <= grasp_threshold``;
 - a grasp happens only on the step the gripper closes while the end effector is at the cube;
   a closed gripper that arrives at the cube does not grasp it;
-- a grasped cube follows the end effector; opening releases it, and a cube released (or
+- a grasped cube follows the end effector (which it stops at the table: a gripper holding the
+  cube cannot go lower than the resting cube); opening releases it, and a cube released (or
   slipping) above the table lands with an xy scatter proportional to the drop height;
 - a gripper that comes down on the cube badly *knocks it away*: when a not-holding end effector
   is low (below ``knock_height`` above the cube centre) within ``knock_radius`` of the cube in xy,
@@ -28,12 +29,20 @@ Physics (per 50 ms control step, all rows at once):
 Perturbations push the system off the expert's narrow path, from each row's own random stream:
 action noise, random end-effector pushes (``push_prob``), and grasp slips (``slip_prob``).
 Set them to zero for a deterministic task (``knock_radius=0`` disables knocking).
+
+``cube_obs_noise=σ`` adds fresh Gaussian noise (per axis, every step) to the *observed* cube
+position; the true one is then the privileged key ``cube_true_pos``, recorded as
+``observation.environment_state`` but not part of ``observation.state`` (the policy input). The
+planner acts on it: a teacher with privileged information and a student with a noisy sensor.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from odsd.envs.errors import EnvSpecError
 from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
 from odsd.envs.tasks.base import TorchTaskEnv, xyz_names
 
@@ -41,6 +50,8 @@ WORKSPACE_LOW = (-0.3, -0.3, 0.01)
 WORKSPACE_HIGH = (0.3, 0.3, 0.3)
 CUBE_HALF = 0.02
 SPAWN_HALF_RANGE = 0.2
+TRUE_CUBE_KEY = "cube_true_pos"
+"""Privileged observation key (only with ``cube_obs_noise > 0``): the simulator's cube position."""
 
 
 class PickPlaceEnv(TorchTaskEnv):
@@ -68,6 +79,7 @@ class PickPlaceEnv(TorchTaskEnv):
         knock_radius: float = 0.035,
         knock_height: float = 0.03,
         knock_push: float = 0.03,
+        cube_obs_noise: float = 0.0,
     ) -> None:
         params = {
             "max_speed": max_speed,
@@ -84,22 +96,34 @@ class PickPlaceEnv(TorchTaskEnv):
             "knock_radius": knock_radius,
             "knock_height": knock_height,
             "knock_push": knock_push,
+            "cube_obs_noise": cube_obs_noise,
             "cube_rest_z": CUBE_HALF,
             "workspace_low": WORKSPACE_LOW,
             "workspace_high": WORKSPACE_HIGH,
         }
+        if not math.isfinite(cube_obs_noise) or cube_obs_noise < 0:
+            raise EnvSpecError(
+                f"pick_place: cube_obs_noise must be a finite value >= 0, got {cube_obs_noise}"
+            )
+        observation = (
+            ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
+            ObservationKey("gripper", (1,), names=("gripper.opening",)),
+            ObservationKey("cube_pos", (3,), names=xyz_names("cube")),
+            ObservationKey("goal_pos", (3,), names=xyz_names("goal")),
+            ObservationKey("grasped", (1,), names=("grasped",)),
+            ObservationKey("cube_rel", (3,), names=xyz_names("cube_rel")),
+            ObservationKey("goal_rel", (3,), names=xyz_names("goal_rel")),
+        )
+        state_keys: tuple[str, ...] | None = None
+        environment_state_keys: tuple[str, ...] = ("cube_pos", "goal_pos")
+        if cube_obs_noise > 0:
+            state_keys = tuple(k.name for k in observation)
+            observation = (*observation, ObservationKey(TRUE_CUBE_KEY, (3,), names=xyz_names("cube_true")))
+            environment_state_keys = (TRUE_CUBE_KEY, "goal_pos")
         spec = EnvSpec(
             task="pick_place",
             task_description="pick the cube and place it at the goal",
-            observation=(
-                ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
-                ObservationKey("gripper", (1,), names=("gripper.opening",)),
-                ObservationKey("cube_pos", (3,), names=xyz_names("cube")),
-                ObservationKey("goal_pos", (3,), names=xyz_names("goal")),
-                ObservationKey("grasped", (1,), names=("grasped",)),
-                ObservationKey("cube_rel", (3,), names=xyz_names("cube_rel")),
-                ObservationKey("goal_rel", (3,), names=xyz_names("goal_rel")),
-            ),
+            observation=observation,
             action=ActionSpec(
                 dim=4,
                 low=(-1.0,) * 4,
@@ -113,7 +137,8 @@ class PickPlaceEnv(TorchTaskEnv):
             num_envs=num_envs,
             device=torch.device(device),
             state=self.state_spec(),
-            environment_state_keys=("cube_pos", "goal_pos"),
+            state_keys=state_keys,
+            environment_state_keys=environment_state_keys,
             params=params,
         )
         self._ws_low = torch.tensor(WORKSPACE_LOW, device=spec.device)
@@ -128,6 +153,7 @@ class PickPlaceEnv(TorchTaskEnv):
             StateField("cube_pos", (3,)),
             StateField("goal_pos", (3,)),
             StateField("grasped", (1,), "bool"),
+            StateField("cube_obs_error", (3,)),
         )
 
     def _reset_rows(self, ids: torch.Tensor) -> None:
@@ -146,6 +172,14 @@ class PickPlaceEnv(TorchTaskEnv):
         self.s["ee_pos"][ids] = torch.cat((ee_xy, ee_z), dim=1)
         self.s["gripper"][ids] = 1.0
         self.s["grasped"][ids] = False
+        self.s["cube_obs_error"][ids] = self._sensor_error(ids)
+
+    def _sensor_error(self, rows: torch.Tensor) -> torch.Tensor:
+        """Fresh sensor error of the observed cube position (no draw when the noise is off)."""
+        sigma = self.spec.params["cube_obs_noise"]
+        if sigma <= 0:
+            return torch.zeros(rows.numel(), 3, device=self.device)
+        return self.rng.normal(rows, 3) * sigma
 
     def _advance(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         p, dt = self.spec.params, self.spec.step_dt
@@ -159,9 +193,12 @@ class PickPlaceEnv(TorchTaskEnv):
         ee = torch.clamp(
             self.s["ee_pos"] + act[:, :3] * p["max_speed"] * dt + push, self._ws_low, self._ws_high
         )
+        grasped = self.s["grasped"].squeeze(1)
+        # a held cube rests on the table at the lowest: the gripper holding it cannot go lower
+        floor = torch.where(grasped, p["cube_rest_z"], self._ws_low[2])
+        ee = torch.cat((ee[:, :2], torch.maximum(ee[:, 2:3], floor.unsqueeze(1))), dim=1)
         g_prev = self.s["gripper"]
         g = torch.clamp(g_prev + act[:, 3:4] * p["gripper_speed"] * dt, 0.0, 1.0)
-        grasped = self.s["grasped"].squeeze(1)
         cube = self.s["cube_pos"]
 
         thr = p["grasp_threshold"]
@@ -200,6 +237,7 @@ class PickPlaceEnv(TorchTaskEnv):
 
         self.s["ee_pos"], self.s["gripper"], self.s["cube_pos"] = ee, g, cube
         self.s["grasped"] = held.unsqueeze(1)
+        self.s["cube_obs_error"] = self._sensor_error(rows)
 
         goal = self.s["goal_pos"]
         to_goal = torch.linalg.vector_norm(cube[:, :2] - goal[:, :2], dim=1)
@@ -210,15 +248,19 @@ class PickPlaceEnv(TorchTaskEnv):
 
     def _observe(self) -> dict[str, torch.Tensor]:
         s = self.s
-        return {
+        seen = s["cube_pos"] + s["cube_obs_error"]
+        obs = {
             "ee_pos": s["ee_pos"].clone(),
             "gripper": s["gripper"].clone(),
-            "cube_pos": s["cube_pos"].clone(),
+            "cube_pos": seen,
             "goal_pos": s["goal_pos"].clone(),
             "grasped": s["grasped"].to(torch.float32),
-            "cube_rel": s["cube_pos"] - s["ee_pos"],
-            "goal_rel": s["goal_pos"] - s["cube_pos"],
+            "cube_rel": seen - s["ee_pos"],
+            "goal_rel": s["goal_pos"] - seen,
         }
+        if self.spec.params["cube_obs_noise"] > 0:
+            obs[TRUE_CUBE_KEY] = s["cube_pos"].clone()
+        return obs
 
     def safe_hold_action(self, env_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Zero velocity and keep the gripper as it is (zero gripper velocity)."""

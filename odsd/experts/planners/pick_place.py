@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import torch
 
+from odsd.envs.tasks.pick_place import TRUE_CUBE_KEY
 from odsd.experts.failures import Failure
 from odsd.experts.planners.base import PlannerExpert, PlanResult, move_toward
 
@@ -25,7 +26,7 @@ HOVER_HEIGHT = 0.06
 CARRY_HEIGHT = 0.10
 ALIGN_TOL = 0.008
 GRASP_ALIGN = 0.6
-"""Descend to grasp only when within this fraction of the env's ``grasp_tol_xy`` of the cube."""
+"""Descend to grasp (place) only within this fraction of ``grasp_tol_xy`` of the cube (``success_tol`` of the goal)."""
 HEIGHT_TOL = 0.004
 
 
@@ -36,7 +37,8 @@ class PickPlacePlanner(PlannerExpert):
 
     def plan(self, obs: dict[str, torch.Tensor]) -> PlanResult:
         p = self.env_spec.params
-        ee, cube, goal = obs["ee_pos"], obs["cube_pos"], obs["goal_pos"]
+        ee, goal = obs["ee_pos"], obs["goal_pos"]
+        cube = obs.get(TRUE_CUBE_KEY, obs["cube_pos"])
         g = obs["gripper"][:, 0]
         held = obs["grasped"][:, 0] > 0.5
         rest = p["cube_rest_z"]
@@ -54,11 +56,12 @@ class PickPlacePlanner(PlannerExpert):
         phase = torch.full((m,), REACH, dtype=torch.long, device=ee.device)
         align = min(ALIGN_TOL, GRASP_ALIGN * p["grasp_tol_xy"])
         phase = torch.where(~held & (ee_cube_xy <= align), GRASP, phase)
-        phase = torch.where(held & (cube_goal_xy > ALIGN_TOL) & low_and_far, LIFT, phase)
-        phase = torch.where(held & (cube_goal_xy > ALIGN_TOL) & ~low_and_far, TRANSPORT, phase)
-        phase = torch.where(held & (cube_goal_xy <= ALIGN_TOL), PLACE, phase)
+        place_align = min(ALIGN_TOL, GRASP_ALIGN * p["success_tol"])
+        phase = torch.where(held & (cube_goal_xy > place_align) & low_and_far, LIFT, phase)
+        phase = torch.where(held & (cube_goal_xy > place_align) & ~low_and_far, TRANSPORT, phase)
+        phase = torch.where(held & (cube_goal_xy <= place_align), PLACE, phase)
         phase = torch.where(
-            held & (cube_goal_xy <= ALIGN_TOL) & (cube[:, 2] - rest <= HEIGHT_TOL), RELEASE, phase
+            held & (cube_goal_xy <= place_align) & (cube[:, 2] - rest <= HEIGHT_TOL), RELEASE, phase
         )
 
         # a low gripper next to the cube rises first: moving sideways into it would knock it away
