@@ -630,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes-per-iteration", type=int, default=None)
     ap.add_argument("--eval-episodes", type=int, default=None)
     ap.add_argument("--task-kwargs", type=json.loads, default=None)
+    ap.add_argument("--beta-decay", type=float, default=None, help="beta = decay^k (0: expert only at k=0)")
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--lr-schedule", choices=["cosine", "constant"], default=None)
     ap.add_argument("--steps", type=float, nargs=3, default=None, metavar=("BASE", "PER_LABEL", "MAX"))
@@ -660,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
             "episodes_per_iteration": args.episodes_per_iteration,
             "eval_episodes": args.eval_episodes,
             "task_kwargs": args.task_kwargs,
+            "beta_decay": args.beta_decay,
             "lr": args.lr,
             "lr_schedule": args.lr_schedule,
             "steps_base": None if args.steps is None else int(args.steps[0]),
