@@ -122,27 +122,14 @@ class CommitProcess(FlushTickets):
 
     def submit(self, episodes: Item) -> None:
         """Queue episodes with the current commit context (blocks while the queue is full)."""
-        message = (episodes, self.context())
-        while True:
-            self.check()
-            try:
-                self._inbox.put(message, timeout=0.5)
-                self._submitted += 1
-                return
-            except queue.Full:
-                continue
+        self._put_data(self._inbox, (episodes, self.context()))
+        self._submitted += 1
 
     def close(self, *, discard_pending: bool = False) -> int:
         """Stop the process, by default after committing what is queued; return how many were dropped."""
-        dropped = 0
-        if discard_pending:
-            while True:
-                try:
-                    item, _ = self._inbox.get_nowait()
-                except queue.Empty:
-                    break
-                self._consumed += 1
-                dropped += count_episodes(item)
+        queued = self._take_queued(self._inbox) if discard_pending else []
+        self._consumed += len(queued)
+        dropped = sum(count_episodes(item) for item, _ in queued)
         self._put_control((STOP, discard_pending))
         self._stopped.wait()
         self._receiver.join()

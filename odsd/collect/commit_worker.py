@@ -130,6 +130,26 @@ class FlushTickets:
     def _put_control(self, item: tuple) -> None:
         raise NotImplementedError
 
+    def _put_data(self, inbox: Any, item: object) -> None:
+        """Put ``item`` on ``inbox``, blocking while it is full but raising a worker failure."""
+        while True:
+            self.check()
+            try:
+                inbox.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    @staticmethod
+    def _take_queued(inbox: Any) -> list[Any]:
+        """Everything waiting on ``inbox`` now, without blocking."""
+        taken = []
+        while True:
+            try:
+                taken.append(inbox.get_nowait())
+            except queue.Empty:
+                return taken
+
     def _flush_acknowledged(self, ticket: int) -> None:
         with self._flushed:
             self._flush_done = ticket
@@ -185,24 +205,12 @@ class CommitWorker(FlushTickets):
 
     def submit(self, episodes: Item) -> None:
         """Queue one episode or a batch of episodes (blocks while the queue is full)."""
-        while True:
-            self.check()
-            try:
-                self._queue.put(episodes, timeout=0.5)
-                return
-            except queue.Full:
-                continue
+        self._put_data(self._queue, episodes)
 
     def close(self, *, discard_pending: bool = False) -> int:
         """Stop the thread, by default after committing what is queued; return how many were dropped."""
-        dropped = 0
-        if discard_pending:
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                dropped += count_episodes(item)
+        queued = self._take_queued(self._queue) if discard_pending else []
+        dropped = sum(count_episodes(item) for item in queued)
         self._put_control((STOP, False))
         self._thread.join()
         self.check()

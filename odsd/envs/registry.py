@@ -14,6 +14,7 @@ return a :class:`~odsd.envs.protocol.VecEnv`; the result is checked against the 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -92,7 +93,9 @@ def make_env(
     if int(num_envs) <= 0:
         raise EnvSpecError(f"num_envs must be positive, got {num_envs}")
     device = torch.device(device)
-    env = resolve_env_factory(task)(num_envs=int(num_envs), device=device, seed=seed, **kwargs)
+    factory = resolve_env_factory(task)
+    _check_arguments(task, factory, kwargs)
+    env = factory(num_envs=int(num_envs), device=device, seed=seed, **kwargs)
     if not isinstance(env, VecEnv) or not isinstance(getattr(env, "spec", None), EnvSpec):
         raise EnvContractError(
             f"factory for {task!r} returned {type(env).__name__}, not a VecEnv with an EnvSpec"
@@ -102,6 +105,18 @@ def make_env(
     if not same_device(env.spec.device, device):
         raise EnvContractError(f"{task}: asked for device {device}, env runs on {env.spec.device}")
     return env
+
+
+def _check_arguments(task: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """A one-line error for task arguments the factory does not take (before calling it)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        return
+    try:
+        signature.bind(num_envs=1, device=None, seed=None, **kwargs)
+    except TypeError as exc:
+        raise EnvSpecError(f"{task}: bad task arguments {sorted(kwargs)}: {exc}") from None
 
 
 def _register_builtins() -> None:

@@ -200,6 +200,14 @@ class StateSpec:
         return {f"state.{f.name}": {"dtype": f.dtype, "shape": f.shape, "names": None} for f in self.fields}
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """Everything the collector may assume about a vectorized environment.
@@ -235,12 +243,17 @@ class EnvSpec:
         keys = [k.name for k in self.observation]
         if len(set(keys)) != len(keys):
             raise EnvSpecError(f"{self.task}: duplicate observation keys {keys}")
-        if not (math.isfinite(self.step_dt) and self.step_dt > 0):
-            raise EnvSpecError(f"{self.task}: step_dt must be positive, got {self.step_dt}")
+        if not _is_number(self.step_dt) or not (math.isfinite(self.step_dt) and self.step_dt > 0):
+            raise EnvSpecError(f"{self.task}: step_dt must be a positive number, got {self.step_dt!r}")
         hz = 1.0 / self.step_dt if self.control_hz is None else float(self.control_hz)
         if not math.isclose(hz * self.step_dt, 1.0, rel_tol=1e-6):
             raise EnvSpecError(f"{self.task}: control_hz={hz} disagrees with step_dt={self.step_dt}")
         object.__setattr__(self, "control_hz", hz)
+        if not all(_is_integer(v) for v in (self.max_episode_steps, self.num_envs)):
+            raise EnvSpecError(
+                f"{self.task}: max_episode_steps and num_envs must be integers, "
+                f"got {self.max_episode_steps!r} and {self.num_envs!r}"
+            )
         if int(self.max_episode_steps) <= 0 or int(self.num_envs) <= 0:
             raise EnvSpecError(f"{self.task}: max_episode_steps and num_envs must be positive")
         state_keys = tuple(self.state_keys) if self.state_keys is not None else tuple(keys)

@@ -143,12 +143,18 @@ def test_a_commit_error_comes_back_with_its_type_and_message(store_root: Path) -
     assert w.failed
 
 
-def test_a_killed_writer_process_is_reported_and_committed_data_stays(store_root: Path) -> None:
-    w = CommitProcess(store_root, run_id="r", writer_id="w6", max_batch_episodes=1)
+def writer_with_one_commit(store_root: Path, writer_id: str) -> tuple[CommitProcess, int]:
+    """A writer process that has committed ``episode(0)``, and its pid."""
+    w = CommitProcess(store_root, run_id="r", writer_id=writer_id, max_batch_episodes=1)
     w.submit(episode(0))
     w.drain()
     assert w.pid is not None
-    os.kill(w.pid, signal.SIGKILL)
+    return w, w.pid
+
+
+def test_a_killed_writer_process_is_reported_and_committed_data_stays(store_root: Path) -> None:
+    w, pid = writer_with_one_commit(store_root, "w6")
+    os.kill(pid, signal.SIGKILL)
     assert wait_for(lambda: w.failed)
     with pytest.raises(CommitProcessError, match="writer process died"):
         w.submit(episode(1))
@@ -158,12 +164,9 @@ def test_a_killed_writer_process_is_reported_and_committed_data_stays(store_root
 
 
 def test_the_writer_process_ignores_sigint_and_sigterm(store_root: Path) -> None:
-    w = CommitProcess(store_root, run_id="r", writer_id="w7", max_batch_episodes=1)
-    w.submit(episode(0))
-    w.drain()
-    assert w.pid is not None
-    os.kill(w.pid, signal.SIGINT)
-    os.kill(w.pid, signal.SIGTERM)
+    w, pid = writer_with_one_commit(store_root, "w7")
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGTERM)
     w.submit(episode(1))
     w.drain()
     w.close()

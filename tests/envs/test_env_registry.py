@@ -55,6 +55,26 @@ def test_unknown_names_are_clear() -> None:
         register_env("a:b", ReachEnv)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"push_prb": 0.1}, r"pick_place: bad task arguments \['push_prb'\]: .*unexpected keyword"),
+        ({"push_prob": "a"}, "pick_place: push_prob must be a finite number, got 'a'"),
+        ({"knock_push": float("inf")}, "pick_place: knock_push must be a finite number, got inf"),
+        ({"max_episode_steps": "a"}, "max_episode_steps and num_envs must be integers"),
+        ({"step_dt": "a"}, "step_dt must be a positive number, got 'a'"),
+    ],
+)
+def test_bad_task_arguments_are_one_line_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(EnvSpecError, match=message):
+        make_env("pick_place", num_envs=1, **kwargs)
+
+
+def test_reach_parameters_are_checked_too() -> None:
+    with pytest.raises(EnvSpecError, match="reach: max_speed must be a finite number"):
+        make_env("reach", num_envs=1, max_speed=None)
+
+
 @pytest.mark.parametrize("task", ["reach", "pick_place"])
 def test_check_env_report(task: str) -> None:
     report = check_env(task, num_envs=3)

@@ -83,5 +83,5 @@ def test_planner_with_privileged_cube_solves_the_noisy_task() -> None:
 
 @pytest.mark.parametrize("sigma", [-0.1, float("nan"), float("inf")])
 def test_bad_noise_is_a_one_line_error(sigma: float) -> None:
-    with pytest.raises(EnvSpecError, match="cube_obs_noise must be a finite value >= 0"):
+    with pytest.raises(EnvSpecError, match="cube_obs_noise must be"):
         make_env("pick_place", num_envs=1, cube_obs_noise=sigma)

@@ -16,13 +16,14 @@ Rows that already finished are restored after ``_advance`` so they stay frozen.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
 
 from odsd.envs.episode_flags import EpisodeFlagsMixin
-from odsd.envs.errors import EnvContractError
+from odsd.envs.errors import EnvContractError, EnvSpecError
 from odsd.envs.protocol import Obs, StepResult, resolve_env_ids
 from odsd.envs.rng import RowRandom
 from odsd.envs.spec import EnvSpec, StateField, StateSpec, torch_dtype
@@ -35,6 +36,19 @@ BOOKKEEPING_FIELDS: tuple[StateField, ...] = (
     StateField("rng_key", (), "int64"),
     StateField("rng_counter", (), "int64"),
 )
+
+
+def checked_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every scalar checked to be a finite number (one-line error otherwise).
+
+    >>> checked_params("pick_place", {"push_prob": "a"})  # EnvSpecError: push_prob must be ...
+    """
+    for name, value in params.items():
+        if isinstance(value, tuple):
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise EnvSpecError(f"{task}: {name} must be a finite number, got {value!r}")
+    return params
 
 
 def xyz_names(prefix: str) -> tuple[str, str, str]:

@@ -38,13 +38,11 @@ planner acts on it: a teacher with privileged information and a student with a n
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from odsd.envs.errors import EnvSpecError
 from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
-from odsd.envs.tasks.base import TorchTaskEnv, xyz_names
+from odsd.envs.tasks.base import TorchTaskEnv, checked_params, xyz_names
 
 WORKSPACE_LOW = (-0.3, -0.3, 0.01)
 WORKSPACE_HIGH = (0.3, 0.3, 0.3)
@@ -81,30 +79,31 @@ class PickPlaceEnv(TorchTaskEnv):
         knock_push: float = 0.03,
         cube_obs_noise: float = 0.0,
     ) -> None:
-        params = {
-            "max_speed": max_speed,
-            "gripper_speed": gripper_speed,
-            "grasp_threshold": grasp_threshold,
-            "grasp_tol_xy": grasp_tol_xy,
-            "grasp_tol_z": grasp_tol_z,
-            "success_tol": success_tol,
-            "action_noise": action_noise,
-            "push_prob": push_prob,
-            "push_std": push_std,
-            "slip_prob": slip_prob,
-            "drop_scatter": drop_scatter,
-            "knock_radius": knock_radius,
-            "knock_height": knock_height,
-            "knock_push": knock_push,
-            "cube_obs_noise": cube_obs_noise,
-            "cube_rest_z": CUBE_HALF,
-            "workspace_low": WORKSPACE_LOW,
-            "workspace_high": WORKSPACE_HIGH,
-        }
-        if not math.isfinite(cube_obs_noise) or cube_obs_noise < 0:
-            raise EnvSpecError(
-                f"pick_place: cube_obs_noise must be a finite value >= 0, got {cube_obs_noise}"
-            )
+        params = checked_params(
+            "pick_place",
+            {
+                "max_speed": max_speed,
+                "gripper_speed": gripper_speed,
+                "grasp_threshold": grasp_threshold,
+                "grasp_tol_xy": grasp_tol_xy,
+                "grasp_tol_z": grasp_tol_z,
+                "success_tol": success_tol,
+                "action_noise": action_noise,
+                "push_prob": push_prob,
+                "push_std": push_std,
+                "slip_prob": slip_prob,
+                "drop_scatter": drop_scatter,
+                "knock_radius": knock_radius,
+                "knock_height": knock_height,
+                "knock_push": knock_push,
+                "cube_obs_noise": cube_obs_noise,
+                "cube_rest_z": CUBE_HALF,
+                "workspace_low": WORKSPACE_LOW,
+                "workspace_high": WORKSPACE_HIGH,
+            },
+        )
+        if cube_obs_noise < 0:
+            raise EnvSpecError(f"pick_place: cube_obs_noise must be >= 0, got {cube_obs_noise}")
         observation = (
             ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
             ObservationKey("gripper", (1,), names=("gripper.opening",)),
@@ -237,7 +236,8 @@ class PickPlaceEnv(TorchTaskEnv):
 
         self.s["ee_pos"], self.s["gripper"], self.s["cube_pos"] = ee, g, cube
         self.s["grasped"] = held.unsqueeze(1)
-        self.s["cube_obs_error"] = self._sensor_error(rows)
+        if p["cube_obs_noise"] > 0:
+            self.s["cube_obs_error"] = self._sensor_error(rows)
 
         goal = self.s["goal_pos"]
         to_goal = torch.linalg.vector_norm(cube[:, :2] - goal[:, :2], dim=1)

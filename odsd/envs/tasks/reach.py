@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from odsd.envs.spec import ActionSpec, EnvSpec, ObservationKey, StateField
-from odsd.envs.tasks.base import TorchTaskEnv, xyz_names
+from odsd.envs.tasks.base import TorchTaskEnv, checked_params, xyz_names
 
 WORKSPACE_LOW = (-0.3, -0.3, 0.0)
 WORKSPACE_HIGH = (0.3, 0.3, 0.4)
@@ -36,13 +36,16 @@ class ReachEnv(TorchTaskEnv):
         success_tol: float = 0.02,
         action_noise: float = 0.0,
     ) -> None:
-        params = {
-            "max_speed": max_speed,
-            "success_tol": success_tol,
-            "action_noise": action_noise,
-            "workspace_low": WORKSPACE_LOW,
-            "workspace_high": WORKSPACE_HIGH,
-        }
+        params = checked_params(
+            "reach",
+            {
+                "max_speed": max_speed,
+                "success_tol": success_tol,
+                "action_noise": action_noise,
+                "workspace_low": WORKSPACE_LOW,
+                "workspace_high": WORKSPACE_HIGH,
+            },
+        )
         spec = EnvSpec(
             task="reach",
             task_description="move the end effector to the goal",
