@@ -6,6 +6,8 @@
     python bench/results.py                          # the numbers in docs/results.md (tens of minutes)
     python bench/results.py --stages dagger_bc --seeds 0 1 2 --jobs 2
     python bench/results.py --stages fetch --fetch-iterations 4
+    python bench/results.py --stages dagger_bc --seeds 0 1 --iterations 5 \
+        --task-kwargs '{"grasp_tol_xy": 0.005}' --mixing episode --hidden 64   # a variant
 
 Protocol (identical for every learner that is compared):
 
@@ -66,8 +68,10 @@ class Setup:
     steps_per_label: float = 0.4
     steps_max: int = 6000
     beta_decay: float = 0.5
+    mixing: str = "step"
     lr: float = 3e-3
     lr_schedule: str = "cosine"
+    hidden: tuple[int, ...] = (256, 256)
     eval_num_envs: int = 25
     eval_expert: str = "planner"
     """Labels the task phase (segment) of eval frames only; the student alone acts."""
@@ -75,7 +79,13 @@ class Setup:
     def bc_config(self, labels: int, seed: int) -> Any:
         from odsd.learn.bc import BCConfig
 
-        return BCConfig(steps=self.train_steps(labels), lr=self.lr, lr_schedule=self.lr_schedule, seed=seed)
+        return BCConfig(
+            steps=self.train_steps(labels),
+            lr=self.lr,
+            lr_schedule=self.lr_schedule,
+            hidden=tuple(self.hidden),
+            seed=seed,
+        )
 
     def train_steps(self, labels: int) -> int:
         """Training steps as a function of the label count only (same rule for DAgger and BC)."""
@@ -173,6 +183,7 @@ def dagger_run(setup: Setup, seed: int, work: Path, log=print) -> dict[str, Any]
         episodes_per_iteration=setup.episodes_per_iteration,
         max_iterations=setup.iterations,
         beta=BetaSchedule(kind="exponential", init_beta=1.0, decay=setup.beta_decay, beta_min=0.0),
+        mixing=setup.mixing,
         durability="process",
         commit_max_age_s=1.0,
         metrics_interval_s=3600,
@@ -630,8 +641,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes-per-iteration", type=int, default=None)
     ap.add_argument("--eval-episodes", type=int, default=None)
     ap.add_argument("--task-kwargs", type=json.loads, default=None)
+    ap.add_argument("--expert", default=None, help="expert name for dagger_bc (default: the task's planner)")
     ap.add_argument("--beta-decay", type=float, default=None, help="beta = decay^k (0: expert only at k=0)")
+    ap.add_argument("--mixing", choices=["step", "episode"], default=None, help="DAgger beta mixing")
     ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--hidden", type=int, nargs="+", default=None, help="student MLP hidden sizes")
     ap.add_argument("--lr-schedule", choices=["cosine", "constant"], default=None)
     ap.add_argument("--steps", type=float, nargs=3, default=None, metavar=("BASE", "PER_LABEL", "MAX"))
     ap.add_argument("--work", type=Path, default=None, help="stores and policies (default: temp dir)")
@@ -661,8 +675,11 @@ def main(argv: list[str] | None = None) -> int:
             "episodes_per_iteration": args.episodes_per_iteration,
             "eval_episodes": args.eval_episodes,
             "task_kwargs": args.task_kwargs,
+            "expert": args.expert,
             "beta_decay": args.beta_decay,
+            "mixing": args.mixing,
             "lr": args.lr,
+            "hidden": None if args.hidden is None else tuple(args.hidden),
             "lr_schedule": args.lr_schedule,
             "steps_base": None if args.steps is None else int(args.steps[0]),
             "steps_per_label": None if args.steps is None else args.steps[1],

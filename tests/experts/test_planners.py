@@ -128,3 +128,55 @@ def test_unknown_planner_and_expert_names() -> None:
 
     with pytest.raises(ExpertNotFoundError, match="no planner registered"):
         make_expert("planner", replace(spec, task="other"))
+
+
+def test_pick_place_labels_are_continuous_away_from_the_gripper_latch() -> None:
+    env = make_env("pick_place", num_envs=4096, seed=0)
+    expert = make_expert("planner", env.spec)
+    g = torch.Generator().manual_seed(1)
+    state = env.get_state()
+    near = state["cube_pos"] + (torch.rand(4096, 3, generator=g) - 0.5) * torch.tensor([0.04, 0.04, 0.08])
+    state["ee_pos"] = near.clamp(torch.tensor([-0.3, -0.3, 0.01]), torch.tensor([0.3, 0.3, 0.3]))
+    state["gripper"] = torch.rand(4096, 1, generator=g)
+    state["grasped"] = torch.rand(4096, 1, generator=g) < 0.3
+    obs = env.set_state(state)
+    nudged = {k: v.clone() for k, v in obs.items()}
+    nudged["ee_pos"] = obs["ee_pos"] + 1e-5
+    nudged["cube_rel"] = obs["cube_rel"] - 1e-5
+    jump = (
+        expert.act(nudged, env_ids=torch.arange(4096)).action
+        - expert.act(obs, env_ids=torch.arange(4096)).action
+    )
+    off_latch = (obs["gripper"][:, 0] - env.spec.params["grasp_threshold"]).abs() > 1e-3
+    assert jump[off_latch].abs().max() < 0.02  # a phase machine jumps by up to 2 here
+
+
+def test_pick_place_planner_rises_before_it_comes_near_the_cube() -> None:
+    env = make_env("pick_place", num_envs=256, seed=0, action_noise=0.0, push_prob=0.0, slip_prob=0.0)
+    expert = make_expert("planner", env.spec)
+    env.reset(seed=2)
+    p = env.spec.params
+    g = torch.Generator().manual_seed(2)
+    state = env.get_state()
+    angle = torch.rand(256, generator=g) * 2 * torch.pi
+    radius = p["knock_radius"] + 0.005 + torch.rand(256, generator=g) * 0.025  # just outside knocking
+    offset = torch.stack((torch.cos(angle), torch.sin(angle)), dim=1) * radius.unsqueeze(1)
+    height = 0.005 + torch.rand(256, generator=g) * (p["knock_height"] - 0.005)  # low
+    state["ee_pos"] = torch.cat(
+        (state["cube_pos"][:, :2] + offset, (state["cube_pos"][:, 2] + height)[:, None]), 1
+    )
+    obs = env.set_state(state)
+    start = state["cube_pos"].clone()
+    knocked = torch.zeros(256, dtype=torch.bool)
+    succeeded = torch.zeros(256, dtype=torch.bool)
+    done = torch.zeros(256, dtype=torch.bool)
+    for _ in range(env.spec.max_episode_steps):
+        obs, _, terminated, truncated, info = env.step(expert.act(obs, env_ids=torch.arange(256)).action)
+        free = ~done & (obs["grasped"][:, 0] < 0.5) & ~info["success"]
+        knocked |= free & ((env.get_state()["cube_pos"] - start).norm(dim=1) > 1e-6)
+        succeeded |= ~done & info["success"]
+        done |= terminated | truncated
+        if bool(done.all()):
+            break
+    assert not knocked.any(), int(knocked.sum())
+    assert succeeded.all()
