@@ -474,6 +474,19 @@ def _report_images(store: Path, out: Path, build_report: Any) -> dict[str, Path]
     return {p.stem.replace("_", " "): p for p in sorted(out.glob("*.png"))}
 
 
+def _final_failures(runs: list[dict[str, Any]]) -> str:
+    """Student-only failure points of the final DAgger and BC students, summed over seeds."""
+    totals: dict[str, dict[str, int]] = {"dagger": {}, "bc": {}}
+    for run in runs:
+        for arm, counts in totals.items():
+            for phase, n in run[arm]["rows"][-1]["student"]["failure_points"].items():
+                counts[phase] = counts.get(phase, 0) + n
+    return (
+        "Student-only failures at the final iteration, by the task phase the episode ended in (all seeds): "
+        f"DAgger {totals['dagger'] or 'none'}; BC {totals['bc'] or 'none'}."
+    )
+
+
 def render(results: dict[str, Any], docs: Path) -> Path:
     """Write ``docs/results.md`` and ``docs/img/*`` from a results JSON (and the stores it names)."""
     from odsd.report import build_report
@@ -524,19 +537,7 @@ def render(results: dict[str, Any], docs: Path) -> Path:
                 f"| {run['dagger']['wall_s']:.0f} s (collect {run['dagger']['collect_s']:.0f}, train "
                 f"{run['dagger']['train_s']:.0f}, eval {run['dagger']['eval_s']:.0f}) | {run['bc']['wall_s']:.0f} s |"
             )
-        fail_d: dict[str, int] = {}
-        fail_b: dict[str, int] = {}
-        for run in db["runs"]:
-            for k, v in run["dagger"]["rows"][-1]["student"]["failure_points"].items():
-                fail_d[k] = fail_d.get(k, 0) + v
-            for k, v in run["bc"]["rows"][-1]["student"]["failure_points"].items():
-                fail_b[k] = fail_b.get(k, 0) + v
-        out += [
-            "",
-            "Student-only failures at the final iteration, by the task phase the episode ended in (all seeds): "
-            f"DAgger {fail_d or 'none'}; BC {fail_b or 'none'}.",
-            "",
-        ]
+        out += ["", _final_failures(db["runs"]), ""]
         store = Path(db["runs"][0]["dagger"]["store"])
         images = _report_images(store, img / "report-dagger", build_report)
         if images:
@@ -548,18 +549,19 @@ def render(results: dict[str, Any], docs: Path) -> Path:
             ]
             out += [f"![{name}](img/report-dagger/{p.name})" for name, p in images.items()]
             out.append("")
+    base = json.loads(json.dumps({**asdict(Setup()), **(db or {}).get("setup", {})}))
     for key, ab in results.items():
         if not key.startswith("dagger_bc_") or not ab:
             continue
-        st = ab["setup"]
+        changed = {k: v for k, v in ab["setup"].items() if base.get(k) != v}
+        what = ", ".join(f"`{k}` = `{json.dumps(v)}`" for k, v in changed.items()) or "nothing"
         rows = comparison_rows(ab)
         plot_comparison(rows, img / f"{key}.png")
         out += [
-            f"## Ablation `{key}`: the same comparison with the learner's old defaults",
+            f"## Variant `{key}`",
             "",
-            f"Learner lr {st['lr']} ({st['lr_schedule']}), min({st['steps_max']}, {st['steps_base']} + "
-            f"{st['steps_per_label']} · labels) steps; everything else as above. Stage wall time "
-            f"{ab['wall_s'] / 60:.1f} min.",
+            f"The same comparison; it differs from the main one in {what}. Seeds {ab['seeds']}; "
+            f"stage wall time {ab['wall_s'] / 60:.1f} min.",
             "",
             f"![{key}](img/{key}.png)",
             "",
@@ -571,7 +573,19 @@ def render(results: dict[str, Any], docs: Path) -> Path:
                 f"| {r['iteration']} | {statistics.fmean(r['labels']):.0f} | {_fmt_pct(r['dagger'])} "
                 f"| {_fmt_pct(r['bc'])} | {statistics.fmean(r['gap']) * 100:+.0f} pts (min {min(r['gap']) * 100:+.0f}) |"
             )
-        out.append("")
+        finals = [(run["seed"], run["dagger"]["rows"][-1], run["bc"]["rows"][-1]) for run in ab["runs"]]
+        out += [
+            "",
+            "Final iteration per seed: "
+            + "; ".join(
+                f"seed {seed}: DAgger {d['student']['success_rate']:.0%}, BC {b['student']['success_rate']:.0%} "
+                f"at {d['labels']} labels"
+                for seed, d, b in finals
+            )
+            + ". "
+            + _final_failures(ab["runs"]),
+            "",
+        ]
     pe = results.get("policy_expert")
     if pe:
         run = pe["run"]
@@ -640,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--episodes-per-iteration", type=int, default=None)
     ap.add_argument("--eval-episodes", type=int, default=None)
+    ap.add_argument("--task", default=None, help="task for dagger_bc (default: pick_place)")
     ap.add_argument("--task-kwargs", type=json.loads, default=None)
     ap.add_argument("--expert", default=None, help="expert name for dagger_bc (default: the task's planner)")
     ap.add_argument("--beta-decay", type=float, default=None, help="beta = decay^k (0: expert only at k=0)")
@@ -674,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             "iterations": args.iterations,
             "episodes_per_iteration": args.episodes_per_iteration,
             "eval_episodes": args.eval_episodes,
+            "task": args.task,
             "task_kwargs": args.task_kwargs,
             "expert": args.expert,
             "beta_decay": args.beta_decay,

@@ -94,7 +94,7 @@ def test_recorded_action_is_the_raw_action_given_to_env_step(tmp_path):
 
 def test_storage_cost_is_reported(pick_place_store, stateless_store):
     cost = state_storage(EpisodeStore.open(pick_place_store))
-    assert cost.raw_bytes_per_frame == 4 * (3 + 1 + 3 + 3 + 3) + 1 + 8 + 3 + 16
+    assert cost.raw_bytes_per_frame == 4 * (3 + 1 + 3 + 3 + 3 + 3) + 1 + 8 + 3 + 16
     assert cost.disk_bytes > 0 and 0 < cost.share < 1
     assert state_bytes_per_frame(EpisodeStore.open(pick_place_store)) == pytest.approx(
         cost.disk_bytes_per_frame

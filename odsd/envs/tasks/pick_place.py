@@ -30,6 +30,14 @@ Perturbations push the system off the expert's narrow path, from each row's own 
 action noise, random end-effector pushes (``push_prob``), and grasp slips (``slip_prob``).
 Set them to zero for a deterministic task (``knock_radius=0`` disables knocking).
 
+``ee_inertia=k`` (in ``[0, 1)``, default 0) makes the end effector second order: its velocity
+``ee_vel`` (normalized like the action, part of the state, zero when ``k = 0``) follows
+the command with a lag,
+``ee_vel ← k · ee_vel + (1 − k) · action[:3]``, and is zeroed on an axis where the end effector
+is stopped by the workspace or the table; ``ee_vel`` is then also an observation key (policy
+input). Without perturbations this is where behavior cloning on planner demonstrations falls
+behind DAgger (docs/results.md).
+
 ``cube_obs_noise=σ`` adds fresh Gaussian noise (per axis, every step) to the *observed* cube
 position; the true one is then the privileged key ``cube_true_pos``, recorded as
 ``observation.environment_state`` but not part of ``observation.state`` (the policy input). The
@@ -78,6 +86,7 @@ class PickPlaceEnv(TorchTaskEnv):
         knock_height: float = 0.03,
         knock_push: float = 0.03,
         cube_obs_noise: float = 0.0,
+        ee_inertia: float = 0.0,
     ) -> None:
         params = checked_params(
             "pick_place",
@@ -97,6 +106,7 @@ class PickPlaceEnv(TorchTaskEnv):
                 "knock_height": knock_height,
                 "knock_push": knock_push,
                 "cube_obs_noise": cube_obs_noise,
+                "ee_inertia": ee_inertia,
                 "cube_rest_z": CUBE_HALF,
                 "workspace_low": WORKSPACE_LOW,
                 "workspace_high": WORKSPACE_HIGH,
@@ -104,6 +114,8 @@ class PickPlaceEnv(TorchTaskEnv):
         )
         if cube_obs_noise < 0:
             raise EnvSpecError(f"pick_place: cube_obs_noise must be >= 0, got {cube_obs_noise}")
+        if not 0 <= ee_inertia < 1:
+            raise EnvSpecError(f"pick_place: ee_inertia must be in [0, 1), got {ee_inertia}")
         observation = (
             ObservationKey("ee_pos", (3,), names=xyz_names("ee")),
             ObservationKey("gripper", (1,), names=("gripper.opening",)),
@@ -113,6 +125,8 @@ class PickPlaceEnv(TorchTaskEnv):
             ObservationKey("cube_rel", (3,), names=xyz_names("cube_rel")),
             ObservationKey("goal_rel", (3,), names=xyz_names("goal_rel")),
         )
+        if ee_inertia > 0:
+            observation = (*observation, ObservationKey("ee_vel", (3,), names=xyz_names("ee_vel")))
         state_keys: tuple[str, ...] | None = None
         environment_state_keys: tuple[str, ...] = ("cube_pos", "goal_pos")
         if cube_obs_noise > 0:
@@ -153,6 +167,7 @@ class PickPlaceEnv(TorchTaskEnv):
             StateField("goal_pos", (3,)),
             StateField("grasped", (1,), "bool"),
             StateField("cube_obs_error", (3,)),
+            StateField("ee_vel", (3,)),
         )
 
     def _reset_rows(self, ids: torch.Tensor) -> None:
@@ -172,6 +187,7 @@ class PickPlaceEnv(TorchTaskEnv):
         self.s["gripper"][ids] = 1.0
         self.s["grasped"][ids] = False
         self.s["cube_obs_error"][ids] = self._sensor_error(ids)
+        self.s["ee_vel"][ids] = 0.0
 
     def _sensor_error(self, rows: torch.Tensor) -> torch.Tensor:
         """Fresh sensor error of the observed cube position (no draw when the noise is off)."""
@@ -186,7 +202,12 @@ class PickPlaceEnv(TorchTaskEnv):
         rows = torch.arange(n, device=self.device)
         gauss = self.rng.normal(rows, 9)
         u = self.rng.uniform(rows, 2)
-        act = torch.clamp(action + gauss[:, :4] * p["action_noise"], -1.0, 1.0)
+        velocity = torch.clamp(action[:, :3], -1.0, 1.0)
+        if p["ee_inertia"] > 0:
+            velocity = p["ee_inertia"] * self.s["ee_vel"] + (1 - p["ee_inertia"]) * velocity
+        act = torch.clamp(
+            torch.cat((velocity, action[:, 3:]), dim=1) + gauss[:, :4] * p["action_noise"], -1.0, 1.0
+        )
 
         push = (u[:, :1] < p["push_prob"]) * gauss[:, 4:7] * p["push_std"]
         ee = torch.clamp(
@@ -196,6 +217,11 @@ class PickPlaceEnv(TorchTaskEnv):
         # a held cube rests on the table at the lowest: the gripper holding it cannot go lower
         floor = torch.where(grasped, p["cube_rest_z"], self._ws_low[2])
         ee = torch.cat((ee[:, :2], torch.maximum(ee[:, 2:3], floor.unsqueeze(1))), dim=1)
+        if p["ee_inertia"] > 0:
+            bottom = torch.maximum(floor, self._ws_low[2]).unsqueeze(1)
+            low = torch.cat((self._ws_low[:2].expand(n, 2), bottom), dim=1)
+            stopped = ((ee <= low) & (velocity < 0)) | ((ee >= self._ws_high) & (velocity > 0))
+            self.s["ee_vel"] = torch.where(stopped, 0.0, velocity)
         g_prev = self.s["gripper"]
         g = torch.clamp(g_prev + act[:, 3:4] * p["gripper_speed"] * dt, 0.0, 1.0)
         cube = self.s["cube_pos"]
@@ -258,6 +284,8 @@ class PickPlaceEnv(TorchTaskEnv):
             "cube_rel": seen - s["ee_pos"],
             "goal_rel": s["goal_pos"] - seen,
         }
+        if self.spec.params["ee_inertia"] > 0:
+            obs["ee_vel"] = s["ee_vel"].clone()
         if self.spec.params["cube_obs_noise"] > 0:
             obs[TRUE_CUBE_KEY] = s["cube_pos"].clone()
         return obs

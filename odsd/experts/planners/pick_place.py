@@ -17,6 +17,10 @@ grasp_tol_z``) and opens whenever it is already closed without holding the cube 
 grasp). Holding the cube, it carries it toward the goal at a height that shrinks linearly with
 the distance to the goal and opens as the cube reaches the table at the goal.
 
+With ``ee_inertia > 0`` (the end effector's velocity lags the command) it asks for half of that
+velocity and commands whatever makes the lagged velocity (``ee_vel``, observed) equal it on the
+next step, clamped to the action range; so it brakes before it arrives.
+
 Why smooth: version 1 was a phase machine (hover, align, then descend; rise before moving
 sideways), whose labels jump where the phase changes. A DAgger student spends its time right
 there (hovering at the alignment threshold), the aggregated data puts opposite labels on nearly
@@ -49,6 +53,8 @@ FUNNEL_TIP = 0.6
 """The funnel is flat (height 0) within this fraction of ``grasp_tol_xy`` of the cube."""
 KNOCK_CLEARANCE = 0.01
 """Height above ``knock_height`` the funnel reaches at ``grasp_tol_xy``."""
+INERTIAL_SPEED = 0.5
+"""With ``ee_inertia > 0``: the fraction of the velocity asked for, leaving room to brake in time."""
 
 
 def ramp(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
@@ -71,6 +77,10 @@ class PickPlacePlanner(PlannerExpert):
         free_velocity, free_gripper, to_cube = self._approach(ee, cube, obs["gripper"][:, 0])
         held_velocity, held_gripper, to_goal = self._carry(ee, cube, goal)
         velocity = torch.where(held.unsqueeze(1), held_velocity, free_velocity)
+        inertia = p.get("ee_inertia", 0.0)
+        if inertia > 0:  # command the velocity that makes the lagged velocity reach the wanted one
+            wanted = INERTIAL_SPEED * velocity
+            velocity = torch.clamp((wanted - inertia * obs["ee_vel"]) / (1 - inertia), -1.0, 1.0)
         gripper = torch.where(held, held_gripper, free_gripper)
         action = torch.cat((velocity, gripper.unsqueeze(1)), dim=1)
 
