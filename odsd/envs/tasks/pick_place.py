@@ -218,8 +218,7 @@ class PickPlaceEnv(TorchTaskEnv):
         floor = torch.where(grasped, p["cube_rest_z"], self._ws_low[2])
         ee = torch.cat((ee[:, :2], torch.maximum(ee[:, 2:3], floor.unsqueeze(1))), dim=1)
         if p["ee_inertia"] > 0:
-            bottom = torch.maximum(floor, self._ws_low[2]).unsqueeze(1)
-            low = torch.cat((self._ws_low[:2].expand(n, 2), bottom), dim=1)
+            low = torch.cat((self._ws_low[:2].expand(n, 2), floor.unsqueeze(1)), dim=1)
             stopped = ((ee <= low) & (velocity < 0)) | ((ee >= self._ws_high) & (velocity > 0))
             self.s["ee_vel"] = torch.where(stopped, 0.0, velocity)
         g_prev = self.s["gripper"]

@@ -98,7 +98,6 @@ class PickPlacePlanner(PlannerExpert):
         """Velocity, gripper command and xy distance to the cube of a gripper not holding it."""
         p = self.env_spec.params
         tol_xy, tol_z = p["grasp_tol_xy"], p["grasp_tol_z"]
-        step = p["max_speed"] * self.env_spec.step_dt
         to_cube = torch.linalg.vector_norm(ee[:, :2] - cube[:, :2], dim=1)
         tip = FUNNEL_TIP * tol_xy
         rim_height = p["knock_height"] + KNOCK_CLEARANCE
@@ -108,8 +107,8 @@ class PickPlacePlanner(PlannerExpert):
         sideways = 1.0 - ramp(below, 0.005, 0.015)
         velocity = torch.cat(
             (
-                move_toward(cube[:, :2], ee[:, :2], step) * sideways.unsqueeze(1),
-                move_toward(target_z.unsqueeze(1), ee[:, 2:3], step),
+                move_toward(cube[:, :2], ee[:, :2], self._step) * sideways.unsqueeze(1),
+                move_toward(target_z.unsqueeze(1), ee[:, 2:3], self._step),
             ),
             dim=1,
         )
@@ -125,13 +124,12 @@ class PickPlacePlanner(PlannerExpert):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Velocity, gripper command and cube-goal xy distance while holding the cube."""
         p = self.env_spec.params
-        step = p["max_speed"] * self.env_spec.step_dt
         to_goal = torch.linalg.vector_norm(cube[:, :2] - goal[:, :2], dim=1)
         target_z = p["cube_rest_z"] + self._carry_height(to_goal)
         velocity = torch.cat(
             (
-                move_toward(goal[:, :2], ee[:, :2], step),
-                move_toward(target_z.unsqueeze(1), ee[:, 2:3], step),
+                move_toward(goal[:, :2], ee[:, :2], self._step),
+                move_toward(target_z.unsqueeze(1), ee[:, 2:3], self._step),
             ),
             dim=1,
         )
@@ -139,6 +137,11 @@ class PickPlacePlanner(PlannerExpert):
         height = cube[:, 2] - p["cube_rest_z"]
         opening = ramp(-to_goal, -0.5 * tol, -0.3 * tol) * ramp(-height, -0.008, -0.004)
         return velocity, -1.0 + 2.0 * opening, to_goal
+
+    @property
+    def _step(self) -> float:
+        """Distance one full-speed step moves the end effector."""
+        return self.env_spec.params["max_speed"] * self.env_spec.step_dt
 
     def _carry_height(self, to_goal: torch.Tensor) -> torch.Tensor:
         tip = 0.2 * self.env_spec.params["success_tol"]
