@@ -221,15 +221,23 @@ class Collector:
         previous = self.student
         self.student = self.students.load_newest(create=self.config.mode == "dagger_sync")
         wait = self.config.policy_wait_s
-        if previous is not None and wait > 0 and self.student.version <= previous.version:
-            self._wait_for_new_student(previous.version, wait)
+        if previous is None or wait <= 0 or self.student.version > previous.version:
+            return
+        if self._bound_reached():
+            return  # the run ends here: no iteration would use a newer student
+        self._wait_for_new_student(previous.version, wait)
 
     def _wait_for_new_student(self, version: int, timeout_s: float) -> None:
-        """Synchronous DAgger with a separate learner: wait for a snapshot newer than ``version``."""
+        """Synchronous DAgger with a separate learner: wait for a snapshot newer than ``version``.
+
+        ``on_tick`` keeps running while waiting (watchdog pings, status heartbeat, signals).
+        """
         log.info("waiting up to %.0fs for a student newer than v%d", timeout_s, version)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._stop.is_set():
             self._stop.wait(0.2)
+            if self.on_tick is not None:
+                self.on_tick(self)
             newest = self.students.load_newest(create=False)
             if newest.version > version:
                 self.student = newest

@@ -141,3 +141,67 @@ def test_collect_process_speaks_sd_notify(tmp_path: Path, notify_socket: tuple[s
     assert "READY=1" not in "".join(messages[stop_at:])
     status = read_json(store / "runs" / RUN_ID / "status.json")
     assert status is not None and status["state"] == "stopped"
+
+
+def _recv_timed(sock: socket.socket, until: float) -> list[tuple[float, str]]:
+    """Datagrams with their arrival time (monotonic), until ``until`` or a STOPPING=1."""
+    out: list[tuple[float, str]] = []
+    while time.monotonic() < until:
+        sock.settimeout(max(0.05, until - time.monotonic()))
+        try:
+            message = sock.recv(4096).decode()
+        except (TimeoutError, BlockingIOError):
+            break
+        out.append((time.monotonic(), message))
+        if message == "STOPPING=1":
+            break
+    return out
+
+
+def test_watchdog_and_heartbeat_continue_through_policy_wait(
+    tmp_path: Path, notify_socket: tuple[socket.socket, str]
+) -> None:
+    """WatchdogSec=4 and --policy-wait 9 with no learner: the collector waits 9 s at the first
+    boundary; WATCHDOG=1 keeps arriving about every WatchdogSec/2 through it (systemd would kill
+    the unit after a 4 s gap), status.json's heartbeat keeps moving, and no wait follows the
+    last iteration."""
+    sock, path = notify_socket
+    store = tmp_path / "store"
+    log = tmp_path / "odsd.log"
+    watchdog_s = 4.0
+    proc = spawn(
+        *collect_args(store, max_iterations=2),
+        "--policy-wait",
+        "9",
+        env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": str(int(watchdog_s * 1e6))},
+        log=log,
+    )
+    heartbeats: set[str] = set()
+    messages: list[tuple[float, str]] = []
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            messages += _recv_timed(sock, time.monotonic() + 0.5)
+            status = read_json(store / "runs" / RUN_ID / "status.json")
+            if status is not None and status.get("state") == "running":
+                heartbeats.add(status["heartbeat"])
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    messages += _recv_timed(sock, time.monotonic() + 0.5)
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    kinds = [m for _, m in messages]
+    ready = next(i for i, m in enumerate(kinds) if m.startswith("READY=1"))
+    stop = kinds.index("STOPPING=1")
+    pings = [t for t, m in messages[ready:stop] if m == "WATCHDOG=1"]
+    assert len(pings) >= 4, f"{len(pings)} watchdog pings through a 9 s policy wait: {kinds}"
+    times = [messages[ready][0], *pings, messages[stop][0]]
+    gap = max(b - a for a, b in zip(times, times[1:], strict=False))
+    assert gap <= 0.75 * watchdog_s, f"{gap:.1f} s without WATCHDOG=1 (WatchdogSec={watchdog_s:g})"
+    # The heartbeat is rewritten during the wait (about every second), not only at the boundary.
+    assert len(heartbeats) >= 5, heartbeats
+    # One boundary waits (after iteration 0); after the last iteration there is nothing to wait for.
+    assert text.count("waiting up to") == 1, text[-3000:]
