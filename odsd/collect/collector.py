@@ -13,6 +13,7 @@ import multiprocessing
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -160,6 +161,8 @@ class Collector:
         self._pending_since = 0.0
         self._run_info_cache: RunInfo | None = None
         self._last_commit_seq: int | None = None
+        # When each submitted, not yet committed episode finished (commits report them in order).
+        self._finish_times: deque[float] = deque()
         # Finished episodes are copied out in batches of about this many (amortizes the copy).
         self._flush_episodes = max(1, min(config.commit_batch_episodes, self.n // 2))
         self._flush_age_s = config.commit_max_age_s / 2
@@ -516,6 +519,7 @@ class Collector:
         lengths = self.step_index[rows].tolist()
         slots = self.buffers.retire(rows).tolist()
         now = datetime.now(UTC).isoformat()
+        finished_at = time.monotonic()
         ok_rows, term_rows = success[rows].tolist(), terminated[rows].tolist()
         trunc_rows = truncated[rows].tolist()
         dropped: list[int] = []
@@ -564,6 +568,7 @@ class Collector:
                 )
             )
             if commit:
+                self._finish_times.append(finished_at)
                 self.progress.episodes_accepted += 1
                 self.progress.episodes_in_iteration += 1
                 if self.progress.episodes_in_iteration >= self.config.episodes_per_iteration:
@@ -665,7 +670,10 @@ class Collector:
         )
 
     def _on_commit(self, result: CommitResult, stats: CommitStats) -> None:
+        now = time.monotonic()
         with self._lock:
+            count = min(stats.episodes, len(self._finish_times))
+            lags = [now - self._finish_times.popleft() for _ in range(count)]
             if stats.seq is not None:
                 self._last_commit_seq = max(stats.seq, self._last_commit_seq or -1)
             self.progress.episodes_committed += stats.episodes
@@ -674,6 +682,7 @@ class Collector:
                 window.episodes_committed += stats.episodes
                 window.frames_committed += stats.frames
                 window.commit_latency_s.append(stats.latency_s)
+                window.visibility_lag_s.extend(lags)
 
 
 def _as(tensor: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -67,6 +67,8 @@ class MetricsWindow:
     expert_executed: int = 0
     lengths: list[int] = field(default_factory=list)
     commit_latency_s: list[float] = field(default_factory=list)
+    visibility_lag_s: list[float] = field(default_factory=list)
+    """Per committed episode: from the step that finished it to its commit being reported."""
 
     def add_step(self, step: StepStats) -> None:
         self.env_steps += step.rows
@@ -88,6 +90,7 @@ class MetricsWindow:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         lat = np.asarray(self.expert_latency_s) * 1e3
         com = np.asarray(self.commit_latency_s) * 1e3
+        vis = np.asarray(self.visibility_lag_s) * 1e3
         invalid = sum(self.invalid_by_reason.values())
         rows = max(self.disagreement_rows, 1)
         return {
@@ -113,6 +116,8 @@ class MetricsWindow:
             "episode_length_mean": float(np.mean(self.lengths)) if self.lengths else None,
             "commit_latency_ms_p50": float(np.percentile(com, 50)) if com.size else None,
             "commit_latency_ms_p95": float(np.percentile(com, 95)) if com.size else None,
+            "visibility_lag_ms_p50": float(np.percentile(vis, 50)) if vis.size else None,
+            "visibility_lag_ms_p95": float(np.percentile(vis, 95)) if vis.size else None,
         }
 
 

@@ -150,6 +150,7 @@ class CollectService:
     def _report(self, kind: str, record: dict[str, Any]) -> None:
         if kind in ("rolling", "iteration"):
             self._last_report = record
+            self.status.report = record
         if self.on_report is not None:
             self.on_report(kind, record)
 

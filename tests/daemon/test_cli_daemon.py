@@ -252,3 +252,28 @@ def test_resume_after_interruption_exit_codes(tmp_path: Path) -> None:
     done = odsd("resume", store, "--max-iterations", 1)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_json(store / "runs" / RUN_ID / "status.json")["incarnation"] == 1
+
+
+def test_metrics_textfile_of_a_real_run_with_a_hostile_run_id(tmp_path: Path) -> None:
+    """`odsd collect --run-id 'we"ird\\run ☃'`: the text file parses and carries the figures of
+    metrics.jsonl (expert latency, invalid-label rate, disagreement, commit latency, visibility lag)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    store, prom, run_id = tmp_path / "store", tmp_path / "prom" / "odsd.prom", 'we"ird\\run ☃'
+    proc = odsd(*collect_args(store, run_id=run_id, max_iterations=2), "--metrics-textfile", prom)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    samples = {s.name: s for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+    assert samples["odsd_iteration"].labels == {"run_id": run_id, "task": "reach", "mode": "dagger_sync"}
+    for name in (
+        "odsd_expert_latency_p50_seconds",
+        "odsd_expert_latency_p95_seconds",
+        "odsd_invalid_label_ratio",
+        "odsd_disagreement_l2",
+        "odsd_commit_latency_p95_seconds",
+        "odsd_visibility_lag_p50_seconds",
+        "odsd_visibility_lag_p95_seconds",
+    ):
+        assert name in samples, sorted(samples)
+        assert samples[name].value >= 0
+    assert samples["odsd_visibility_lag_p95_seconds"].value > 0
+    assert samples["odsd_episodes_committed_total"].value == 12

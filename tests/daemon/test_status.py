@@ -4,37 +4,39 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+from prometheus_client.parser import text_string_to_metric_families
 
 from odsd.daemon.status import StatusWriter, prometheus_text, read_status
 from odsd.schema.run import RunCounters, RunStatus
 
-SAMPLE = re.compile(r'^(odsd_[a-z_]+)\{run_id="r1",task="reach",mode="dagger_sync"\} (\S+)$')
+HOSTILE = [
+    'we"ird\\run',
+    "back\\slash\\",
+    "new\nline",
+    'all of "them"\\\n at once',
+    "ünïcødé ☃ 机器人",
+    "}{,=# HELP",
+]
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """name -> value; also checks the text-file format (HELP and TYPE before each sample)."""
-    values: dict[str, float] = {}
-    lines = text.splitlines()
+    """sample name -> value, parsed by ``prometheus_client``'s text-format parser (one run, one sample each)."""
     assert text.endswith("\n")
-    for i, line in enumerate(lines):
-        if line.startswith("#"):
-            assert re.match(r"^# (HELP|TYPE) odsd_[a-z_]+ .+$", line), line
-            continue
-        m = SAMPLE.match(line)
-        assert m, line
-        name = m.group(1)
-        assert lines[i - 2].startswith(f"# HELP {name} ") and lines[i - 1] in (
-            f"# TYPE {name} gauge",
-            f"# TYPE {name} counter",
-        )
-        if name.endswith("_total"):
-            assert lines[i - 1].endswith("counter")
-        assert name not in values
-        values[name] = float(m.group(2))
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        assert family.name.startswith("odsd_") and family.documentation
+        assert family.type in ("gauge", "counter"), family
+        for sample in family.samples:
+            assert set(sample.labels) == {"run_id", "task", "mode"}, sample
+            if sample.name.endswith("_total"):
+                assert family.type == "counter", family
+            assert sample.name not in values
+            values[sample.name] = sample.value
     return values
 
 
@@ -126,3 +128,62 @@ def test_read_status_of_missing_or_garbled_file(tmp_path: Path) -> None:
     assert read_status(tmp_path) is None
     (tmp_path / "status.json").write_text("{not json")
     assert read_status(tmp_path) is None
+
+
+REPORT = {
+    "expert_latency_ms_p50": 0.5,
+    "expert_latency_ms_p95": 2.0,
+    "invalid_label_rate": 0.25,
+    "disagreement_l2": 0.125,
+    "expert_executed_fraction": 0.75,
+    "episode_length_mean": 40.0,
+    "commit_latency_ms_p50": 10.0,
+    "commit_latency_ms_p95": 30.0,
+    "visibility_lag_ms_p50": 500.0,
+    "visibility_lag_ms_p95": 1500.0,
+    "rss_bytes": 123456789,
+}
+
+
+def test_prometheus_text_exports_the_metrics_record() -> None:
+    v = parse_metrics(prometheus_text(status(), REPORT))
+    assert v["odsd_expert_latency_p50_seconds"] == pytest.approx(0.0005)
+    assert v["odsd_expert_latency_p95_seconds"] == pytest.approx(0.002)
+    assert v["odsd_invalid_label_ratio"] == 0.25 and v["odsd_disagreement_l2"] == 0.125
+    assert v["odsd_expert_executed_ratio"] == 0.75 and v["odsd_episode_length_mean_steps"] == 40
+    assert v["odsd_commit_latency_p50_seconds"] == pytest.approx(0.01)
+    assert v["odsd_commit_latency_p95_seconds"] == pytest.approx(0.03)
+    assert v["odsd_visibility_lag_p50_seconds"] == pytest.approx(0.5)
+    assert v["odsd_visibility_lag_p95_seconds"] == pytest.approx(1.5)
+    assert v["odsd_resident_memory_bytes"] == 123456789
+    # A record without a figure (no expert in the window) leaves its gauge out rather than writing 0.
+    v = parse_metrics(prometheus_text(status(), {**REPORT, "expert_latency_ms_p50": None}))
+    assert "odsd_expert_latency_p50_seconds" not in v
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_metrics_textfile_parses_with_hostile_run_ids_and_tasks(tmp_path: Path, hostile: str) -> None:
+    """Quotes, backslashes, newlines and unicode in the run id and the task name: the text file
+    parses with prometheus_client's parser (what node_exporter accepts) and the same registry
+    rendered as OpenMetrics parses with the strict OpenMetrics parser; the label values survive."""
+    textfile = tmp_path / "odsd.prom"
+    w = StatusWriter(
+        tmp_path / "run", run_id=hostile, mode="dagger_sync", task=hostile + "-task", textfile=textfile
+    )
+    w.report = REPORT
+    w.update(force=True, state="running", iteration=4, counters={"episodes_committed": 7})
+    text = textfile.read_text()
+    families = list(text_string_to_metric_families(text))
+    assert {f.name for f in families} >= {"odsd_up", "odsd_iteration", "odsd_episodes_committed"}
+    for family in families:
+        for sample in family.samples:
+            assert sample.labels == {"run_id": hostile, "task": hostile + "-task", "mode": "dagger_sync"}
+    assert parse_metrics(text)["odsd_episodes_committed_total"] == 7
+    from odsd.daemon.textfile import run_registry
+
+    registry = run_registry(w.status, REPORT)
+    strict = {f.name: f for f in openmetrics_families(openmetrics_latest(registry).decode())}
+    assert strict["odsd_episodes_committed"].type == "counter"
+    assert strict["odsd_episodes_committed"].samples[0].name == "odsd_episodes_committed_total"
+    assert strict["odsd_iteration"].samples[0].labels["run_id"] == hostile
+    assert strict["odsd_iteration"].samples[0].value == 4
