@@ -11,6 +11,12 @@ class LockHeldError(OdsdError):
     exit_code = 5
 
 
+class RunLockIOError(OdsdError):
+    """The run lock cannot be created: a read-only or full filesystem, a file in the way."""
+
+    exit_code = 3
+
+
 class RunStateError(OdsdError):
     """A run cannot be resumed: missing run, no complete manifest, or incompatible changes."""
 

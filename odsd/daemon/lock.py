@@ -1,8 +1,12 @@
-"""The run lock: one process owns a run; a lock left by a dead process is taken over."""
+"""The run lock: one process owns a run; a lock whose holder is gone is taken over.
+
+Mutual exclusion is an owner lock of the store's storage (:mod:`odsd.store.locking`: on a local
+filesystem a kernel ``flock`` on ``runs/<run_id>/lock``, held for the life of the process and
+released by the kernel when it dies). The pid/host/start JSON in the file is information only.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -12,9 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from odsd.daemon.errors import LockHeldError
+from odsd.daemon.errors import LockHeldError, RunLockIOError
 from odsd.schema.run import RunLockInfo
-from odsd.store.fsio import put_if_absent
+from odsd.store.locking import OwnerLock, owner_lock
 
 log = logging.getLogger("odsd.daemon")
 
@@ -29,8 +33,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _parse(data: bytes | None) -> RunLockInfo | None:
+    if not data:
+        return None
+    try:
+        return RunLockInfo.model_validate_json(data)
+    except (ValidationError, ValueError):
+        return None
+
+
 class RunLock:
-    """``runs/<run_id>/lock``, published with put-if-absent; holds pid, host and start time.
+    """``runs/<run_id>/lock``: an owner lock held while the run runs, with pid, host and start time.
 
     >>> with RunLock(run_dir):
     ...     collect()
@@ -38,46 +51,54 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "lock"
-        self.held = False
+        self._lock: OwnerLock = owner_lock(self.path)
+
+    @property
+    def held(self) -> bool:
+        return self._lock.held
 
     def read(self) -> RunLockInfo | None:
+        """The owner information in the lock file (``None`` when absent or unreadable)."""
         try:
-            return RunLockInfo.model_validate_json(self.path.read_bytes())
-        except FileNotFoundError:
+            return _parse(self._lock.read_info())
+        except OSError:
             return None
-        except (ValidationError, OSError, ValueError):
-            return RunLockInfo(pid=-1, host="?", started="?", command="unreadable lock file")
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        info = RunLockInfo(pid=os.getpid(), host=socket.gethostname(), command=" ".join(sys.argv))
-        data = json.dumps(info.model_dump(mode="json")).encode()
-        for _attempt in range(3):
-            # Written in full, then linked into place: a lock file is never seen half-written.
-            if put_if_absent(self.path, data, durable=False):
-                self.held = True
-                return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            got = self._lock.acquire()
+        except OSError as exc:
+            raise RunLockIOError(f"cannot take the run lock: {exc.strerror} ({self.path})") from None
+        if not got:
             holder = self.read()
-            if holder is None:
-                continue
-            if holder.host == socket.gethostname() and not pid_alive(holder.pid):
-                log.warning("taking over stale lock %s (pid %s is gone)", self.path, holder.pid)
-                stale = self.path.with_name(f"lock.stale-{holder.pid}")
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(self.path, stale)
-                    stale.unlink()
-                continue
+            who = (
+                f"pid {holder.pid} on {holder.host} since {holder.started}"
+                if holder is not None
+                else "a live process (its owner information is not written yet)"
+            )
+            raise LockHeldError(f"{self.path}: run is locked by {who}") from None
+        previous = self._lock.read_info()
+        stale = _parse(previous)
+        host = socket.gethostname()
+        if stale is not None and stale.host != host:
+            # A kernel lock may not span hosts (network filesystems): never take another host's lock.
+            self._lock.release(remove=False)
             raise LockHeldError(
-                f"{self.path}: run is locked by pid {holder.pid} on {holder.host} since {holder.started}"
-            ) from None
-        raise LockHeldError(f"{self.path}: could not take the run lock (contended)")
+                f"{self.path}: run is locked by pid {stale.pid} on {stale.host} since {stale.started} "
+                "(another host: remove the file by hand once that process is gone)"
+            )
+        if stale is not None:
+            log.warning("taking over stale lock %s (pid %s no longer holds it)", self.path, stale.pid)
+        elif previous:
+            log.warning(
+                "taking over stale lock %s (unreadable owner information %r)", self.path, previous[:60]
+            )
+        info = RunLockInfo(pid=os.getpid(), host=host, command=" ".join(sys.argv))
+        self._lock.write_info(json.dumps(info.model_dump(mode="json")).encode())
 
     def release(self) -> None:
-        if self.held:
-            holder = self.read()
-            if holder is not None and holder.pid == os.getpid():
-                self.path.unlink(missing_ok=True)
-            self.held = False
+        self._lock.release()
 
     def __enter__(self) -> RunLock:
         self.acquire()

@@ -1,4 +1,10 @@
-"""Reader leases: a reader pinning an old watermark keeps vacuum from deleting what it reads."""
+"""Reader leases: a reader pinning an old watermark keeps vacuum from deleting what it reads.
+
+A lease is ``_leases/<id>.json`` (watermark, pid, host, expiry; published atomically) and the owner
+lock ``_leases/<id>.lock`` (:mod:`odsd.store.locking`), held by the reader for the lease's life: the
+lease counts while it is unexpired and its lock is held, so a reader that died (even by SIGKILL)
+stops pinning at once, whatever became of its pid.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from pydantic import ValidationError
 
 from odsd.schema import ReaderLease
 from odsd.store.fsio import write_atomic
+from odsd.store.locking import lock_is_held, owner_lock
 
 LEASE_DIR = "_leases"
 DEFAULT_TTL_S = 3600.0
@@ -29,6 +36,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _held(path: Path, pid: int) -> bool:
+    lock = path.with_suffix(".lock")
+    if lock.exists():
+        return lock_is_held(lock)
+    return _pid_alive(pid)
+
+
 class LeaseHandle:
     """A lease file owned by this process; ``renew()`` extends it, ``release()`` deletes it.
 
@@ -41,6 +55,9 @@ class LeaseHandle:
         self.watermark = watermark
         self.ttl_s = ttl_s
         self.path.parent.mkdir(exist_ok=True)
+        # Held before the lease is published, so a published lease is never seen unheld.
+        self._lock = owner_lock(self.path.with_suffix(".lock"))
+        self._lock.acquire(wait=True)
         self.renew()
 
     def pin(self, watermark: int) -> None:
@@ -62,10 +79,15 @@ class LeaseHandle:
     def release(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        self._lock.release()
 
 
 def active_leases(root: Path) -> list[ReaderLease]:
-    """Leases that still count: unexpired, and (on this host) held by a live process."""
+    """Leases that still count: unexpired, and (on this host) whose owner lock is still held.
+
+    A lease of another host counts until it expires (a kernel lock need not span hosts); a lease
+    without a lock file (written by an older odsd) counts while its pid is alive.
+    """
     lease_dir = root / LEASE_DIR
     if not lease_dir.is_dir():
         return []
@@ -79,7 +101,7 @@ def active_leases(root: Path) -> list[ReaderLease]:
             continue
         if datetime.fromisoformat(lease.expires) < now:
             continue
-        if lease.host == host and not _pid_alive(lease.pid):
+        if lease.host == host and not _held(path, lease.pid):
             continue
         leases.append(lease)
     return leases

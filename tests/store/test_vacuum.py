@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -163,3 +166,33 @@ def test_lease_taken_while_vacuum_runs(tmp_store: EpisodeStore, features, monkey
         assert [lease.watermark for lease in active_leases(tmp_store.root)] == [snap.watermark]
     monkeypatch.setattr(tmp_store, "refresh", real_refresh)
     assert len(vacuum(other, grace_s=0).deleted) == 3
+
+
+def test_lease_counts_while_its_reader_holds_it_not_while_its_pid_lives(
+    retained: tuple[EpisodeStore, list[str]],
+) -> None:
+    """A lease's liveness is its owner lock: a reader's lease pins while the reader runs, and stops
+    pinning when it is SIGKILLed even if its pid now names a live process (pid reuse)."""
+    store, dead = retained
+    script = textwrap.dedent(
+        f"""
+        import time
+        from odsd.store import EpisodeStore
+        snap = EpisodeStore.open({str(store.root)!r}, durability="process").snapshot(0, lease=True)
+        print("pinned", flush=True)
+        time.sleep(60)
+        """
+    )
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "pinned"
+        assert [lease.watermark for lease in active_leases(store.root)] == [0]
+        assert vacuum(store, grace_s=0).deleted == []
+    finally:
+        reader.kill()
+        reader.wait()
+    (path,) = (store.root / LEASE_DIR).glob("*.json")
+    reused = json.loads(path.read_text()) | {"pid": os.getpid()}  # the pid now belongs to a live process
+    path.write_text(json.dumps(reused))
+    assert active_leases(store.root) == []
+    assert sorted(vacuum(store, grace_s=0).deleted) == sorted(dead)
