@@ -6,16 +6,19 @@ its class (see ``odsd --help``); tracebacks are reserved for bugs.
 
 from __future__ import annotations
 
-import logging
 import sys
+from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperOption
 from typer.exceptions import TyperException
 
 from odsd.cli.collect import check_env_cmd, collect_cmd, eval_cmd, resume_cmd
 from odsd.cli.demo import demo_cmd
 from odsd.cli.export import export_lerobot_cmd
 from odsd.cli.learn import learn_cmd
+from odsd.cli.logs import configure_logging, emit_error, use_json_logs
 from odsd.cli.replay import replay_cmd, verify_cmd
 from odsd.cli.report import report_cmd
 from odsd.cli.status import status_cmd
@@ -55,28 +58,64 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def error_line(message: str) -> None:
-    typer.echo(f"odsd: error: {message}", err=True)
+def _print_version(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the odsd version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Online data streaming daemon: DAgger data production into a versioned Zarr episode store."""
+
+
+def _flag_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+    """No value placeholder for flags: typer shows ``<bool>`` for them, which reads as if
+    ``--json true`` were accepted (it is an error)."""
+    if self.is_flag:
+        return None
+    return _option_type_rich(self, ctx)
+
+
+_option_type_rich = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type_rich  # type: ignore[method-assign]
+
+
+def error_line(message: str, exit_code: int = 1) -> None:
+    emit_error(message, exit_code)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the app and maps errors to one line and an exit code."""
-    logging.basicConfig(level=logging.INFO, format="odsd: %(message)s")
+    args = sys.argv[1:] if argv is None else list(argv)
+    configure_logging()
+    options = args[: args.index("--")] if "--" in args else args
+    if "--json-logs" in options:
+        use_json_logs()  # before anything logs: every line of the run is JSON, its error too
     try:
-        result = app(args=argv, prog_name="odsd", standalone_mode=False)
+        result = app(args=args, prog_name="odsd", standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        error_line("aborted")
+        error_line("aborted", 130)
         sys.exit(130)
     except TyperException as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if getattr(exc, "ctx", None) else ""
-        error_line(exc.format_message() + hint)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        message = exc.format_message() or "missing command"  # no_args_is_help prints help, no message
+        error_line(message + hint, exc.exit_code)
         sys.exit(exc.exit_code)
     except OdsdError as exc:
-        error_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        error_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, exc.exit_code)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        error_line("interrupted")
+        error_line("interrupted", 130)
         sys.exit(130)
     sys.exit(result if isinstance(result, int) else 0)

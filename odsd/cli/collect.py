@@ -2,43 +2,50 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from odsd.cli.logs import json_line
 from odsd.cli.output import console, err_console, print_json
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML run config.")]
 
 
-def _reporter(json_logs: bool):
-    tty = sys.stderr.isatty()
+def episode_bound(cfg: Any) -> int | None:
+    """Accepted episodes at which the run stops (the smaller of its episode and iteration bounds)."""
+    bounds = [cfg.max_episodes] if cfg.max_episodes is not None else []
+    if cfg.max_iterations is not None:
+        bounds.append(cfg.max_iterations * cfg.episodes_per_iteration)
+    return min(bounds) if bounds else None
 
-    def report(kind: str, record: dict[str, Any]) -> None:
-        if json_logs:
-            print(json.dumps(record, default=float), file=sys.stderr, flush=True)
-            return
-        if kind == "final":
-            return
-        sr = record.get("collection_success_rate")
-        lat = record.get("expert_latency_ms_p50")
-        line = (
-            f"[{kind}] it={record.get('iteration')} beta={record.get('beta', 0):.3f} "
-            f"policy=v{record.get('policy_version')} episodes={record.get('episodes_finished')} "
-            f"success={'-' if sr is None else f'{sr:.0%}'} steps/s={record.get('env_steps_per_s', 0):.0f} "
-            f"committed={record.get('episodes_committed_total')} "
-            f"expert_p50={'-' if lat is None else f'{lat:.2f}ms'}"
-        )
-        if tty:
-            err_console.print(line, highlight=False, style="bold" if kind == "iteration" else None)
-        else:
-            print(line, file=sys.stderr, flush=True)
 
-    return report
+def _run_service(cfg: Any, state: Any, metrics_textfile: Path | None, json_logs: bool) -> None:
+    """Run the collector service with the progress rendering the output calls for, then its summary."""
+    from odsd.cli.logs import use_json_logs
+    from odsd.cli.progress import RunProgress, choose_style
+    from odsd.daemon.service import CollectService, ServiceOptions
+
+    if json_logs:
+        use_json_logs()
+    progress = RunProgress(
+        choose_style(json_logs),
+        mode=cfg.mode,
+        episode_bound=episode_bound(cfg),
+        duration_s=cfg.duration_s,
+        console=err_console,
+    )
+    with progress.active():
+        summary = CollectService(
+            cfg,
+            options=ServiceOptions(metrics_textfile=metrics_textfile),
+            on_report=progress.report,
+            on_tick=progress.tick,
+            resume_state=state,
+        ).run()
+    _print_summary(summary, cfg.store, json_logs=json_logs)
 
 
 def collect_cmd(
@@ -93,7 +100,7 @@ def collect_cmd(
     """Collect episodes into a store (expert_demo or dagger_sync); SIGTERM stops cleanly."""
     from odsd.collect import load_config
     from odsd.daemon.run_state import RunStateStore
-    from odsd.daemon.service import CollectService, ServiceOptions, load_resume
+    from odsd.daemon.service import load_resume
 
     overrides = {
         "mode": mode,
@@ -126,13 +133,7 @@ def collect_cmd(
             raise typer.BadParameter("--resume-existing needs --run-id", param_hint="--resume-existing")
         if RunStateStore(cfg.store / "runs" / cfg.run_id).sequences():
             cfg, state = load_resume(cfg.store, cfg.run_id, cfg.model_dump(exclude_unset=True))
-    summary = CollectService(
-        cfg,
-        options=ServiceOptions(metrics_textfile=metrics_textfile),
-        on_report=_reporter(json_logs),
-        resume_state=state,
-    ).run()
-    _print_summary(summary, cfg.store)
+    _run_service(cfg, state, metrics_textfile, json_logs)
 
 
 def resume_cmd(
@@ -159,7 +160,7 @@ def resume_cmd(
 ) -> None:
     """Continue a run from its newest complete run-state manifest (same run id, new writer)."""
     from odsd.collect.config import load_config
-    from odsd.daemon.service import CollectService, ServiceOptions, load_resume
+    from odsd.daemon.service import load_resume
 
     overrides: dict[str, Any] = {
         "device": device,
@@ -171,16 +172,14 @@ def resume_cmd(
         file_cfg = load_config(config, None, set_).model_dump(exclude_unset=True)
         overrides = {**file_cfg, **{k: v for k, v in overrides.items() if v is not None}}
     cfg, state = load_resume(store, run, overrides)
-    summary = CollectService(
-        cfg,
-        options=ServiceOptions(metrics_textfile=metrics_textfile),
-        on_report=_reporter(json_logs),
-        resume_state=state,
-    ).run()
-    _print_summary(summary, cfg.store)
+    _run_service(cfg, state, metrics_textfile, json_logs)
 
 
-def _print_summary(summary: Any, store: Path) -> None:
+def _print_summary(summary: Any, store: Path, *, json_logs: bool = False) -> None:
+    if json_logs:
+        record = {"kind": "summary", **summary.__dict__, "store": str(store)}
+        print(json_line(record), flush=True)
+        return
     table = Table(title=f"odsd: run {summary.run_id} ({summary.stop_reason})")
     for col in ("iteration", "beta", "policy", "episodes", "committed", "success", "steps/s"):
         table.add_column(col, justify="right")
@@ -189,7 +188,7 @@ def _print_summary(summary: Any, store: Path) -> None:
         table.add_row(
             str(it["iteration"]),
             f"{it['beta']:.3f}",
-            f"v{it['policy_version']}",
+            "-" if it["policy_version"] < 0 else f"v{it['policy_version']}",
             str(it["episodes_finished"]),
             str(it["episodes_committed"]),
             "-" if sr is None else f"{sr:.0%}",

@@ -40,11 +40,13 @@ class CollectService:
         *,
         options: ServiceOptions | None = None,
         on_report: Callable[[str, dict[str, Any]], None] | None = None,
+        on_tick: Callable[[Collector], None] | None = None,
         resume_state: Any = None,
     ) -> None:
         self.config = config
         self.options = options or ServiceOptions()
         self.on_report = on_report
+        self.on_tick = on_tick
         self.resume_state = resume_state
         self.notifier = SystemdNotifier()
         self._ready = False
@@ -133,6 +135,8 @@ class CollectService:
             self.notifier.stopping()
             self.status.update(force=True, state="stopping", **self._fields())
         self.notifier.watchdog()
+        if self.on_tick is not None:
+            self.on_tick(collector)
         if self.status.update(**self._fields()):
             p = collector.progress
             self.notifier.status(
