@@ -53,6 +53,7 @@ def init_cmd(
 def summarize(store: EpisodeStore, watermark: int | None = None) -> dict[str, Any]:
     """The numbers `store inspect` shows, as a plain dict."""
     snap = store.snapshot(watermark)
+    snap.verify_layouts()  # a damaged segment fails here (one listing per array, no chunk data read)
     state = store.state_at(snap.watermark)
     live = sorted(set(snap.segments))
     per_iteration: dict[int, dict[str, Any]] = defaultdict(

@@ -10,6 +10,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from odsd.schema.names import check_data_path
+
 FORMAT_VERSION = 1
 """On-disk format version written into ``odsd.json``; readers refuse any other."""
 
@@ -77,6 +79,11 @@ class SegmentInfo(_Doc):
     checksums: dict[str, str]
     """Per field: crc32 (hex) of the uncompressed little-endian frame data."""
 
+    @field_validator("path")
+    @classmethod
+    def _inside_store(cls, value: str) -> str:
+        return check_data_path(value)
+
 
 class SegmentRef(_Doc):
     name: str
@@ -119,6 +126,11 @@ class EpisodeEntry(_Doc):
     offset: int = Field(ge=0)
     commit_seq: int = Field(ge=0)
     meta: EpisodeMeta
+
+    @field_validator("segment")
+    @classmethod
+    def _inside_store(cls, value: str) -> str:
+        return check_data_path(value)
 
 
 class AddAction(_Doc):

@@ -10,7 +10,8 @@ import numpy as np
 
 from odsd.schema import AddAction, CommitRecord, EpisodeEntry, RemoveAction
 from odsd.store.errors import CommitConflictError
-from odsd.store.segments import read_field, remove_tree, write_segment
+from odsd.store.layout import checked_layouts, read_verified
+from odsd.store.segments import remove_tree, write_segment
 from odsd.store.state import StoreState
 from odsd.store.writer import new_writer_id, publish
 
@@ -77,8 +78,10 @@ def compact(
         members = set(group)
         entries = [state.episodes[i] for i in sorted(state.episodes) if state.episodes[i].segment in members]
         frames: dict[str, np.ndarray] = {}
+        # Verified reads: a damaged segment must not be laundered into a shard with fresh checksums.
+        layouts = {s: checked_layouts(store.root, state.segments[s], store.features) for s in group}
         for field in store.features:
-            cache = {seg: read_field(store.root, seg, field) for seg in group}
+            cache = {seg: read_verified(layouts[seg][field], state.segments[seg]) for seg in group}
             frames[field] = np.concatenate(
                 [cache[e.segment][e.offset : e.offset + e.meta.length] for e in entries]
             )

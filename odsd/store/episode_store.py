@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import threading
 import uuid
 from collections.abc import Mapping
@@ -134,6 +136,9 @@ class EpisodeStore:
             raise CorruptStoreError(
                 f"{manifest_path}: invalid manifest ({first['loc']}: {first['msg']})"
             ) from exc
+        if not (root / LOG_DIR).is_dir():
+            # Without its log a store would read as empty: every committed episode silently gone.
+            raise CorruptStoreError(f"{root / LOG_DIR}: commit log directory is missing")
         return cls(root, manifest, durability=durability)
 
     @classmethod
@@ -187,6 +192,11 @@ class EpisodeStore:
     @property
     def features(self) -> dict[str, FeatureSpec]:
         return self.manifest.features
+
+    @functools.cached_property
+    def root_real(self) -> str:
+        """The store directory with symbolic links resolved (committed data must resolve below it)."""
+        return os.path.realpath(self.root)
 
     def refresh(self) -> StoreState:
         """Follow the log to its current tail and return the (shared, lock-protected) latest state."""

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from odsd.schema import Checkpoint, EpisodeEntry
+from odsd.schema import Checkpoint, EpisodeEntry, SegmentInfo
 from odsd.store.episode_store import EpisodeStore
 from odsd.store.errors import CorruptStoreError
 from odsd.store.fsio import PARTIAL_SUFFIX
+from odsd.store.layout import check_segment, decode_array
 from odsd.store.log import LOG_DIR, TornRecord, checkpoint_name
-from odsd.store.segments import remove_tree, verify_segment
+from odsd.store.segments import frame_checksum, remove_tree
 from odsd.store.state import StoreState
 
 DEFAULT_REPAIR_GRACE_S = 900.0
@@ -140,7 +141,15 @@ def fsck(
 
     if torn is not None and repair:
         target = log.quarantine(TornRecord(torn, log.path(torn), "damaged"))
-        report.repaired.append(f"moved damaged trailing record to {target}")
+        if target is not None:
+            report.repaired.append(f"moved damaged trailing record to {target}")
+    for path in log.quarantined():
+        report.add(
+            "warning",
+            path,
+            "damaged trailing record set aside (by fsck --repair or a writer that committed past it); "
+            "the records before it are the history",
+        )
 
     for ckpt_seq in checkpoint_seqs:
         path = log.dir / checkpoint_name(ckpt_seq)
@@ -151,7 +160,7 @@ def fsck(
         except (CorruptStoreError, OSError) as exc:
             problem = f"damaged checkpoint ({exc})"
         if problem:
-            report.add("warning", path, problem + "; readers fall back to the records", repairable=True)
+            report.add("error", path, problem + "; readers fall back to the records", repairable=True)
             if repair:
                 path.unlink(missing_ok=True)
                 report.repaired.append(f"deleted {path}")
@@ -159,13 +168,8 @@ def fsck(
     live_segments = sorted({e.segment for e in state.episodes.values()})
     for seg in live_segments:
         report.segments_checked += 1
-        seg_dir = root / seg
-        if not seg_dir.is_dir():
-            report.add("error", seg_dir, "committed segment directory is missing")
-            continue
-        if deep:
-            for problem in verify_segment(root, state.segments[seg]):
-                report.add("error", seg_dir, problem)
+        for message in _segment_problems(store, state.segments[seg], deep=deep):
+            report.add("error", root / seg, message)
 
     if history_ok:
         known = set(state.segments)
@@ -191,6 +195,32 @@ def fsck(
                 path.unlink(missing_ok=True)
             report.repaired.append(f"deleted {path}")
     return report
+
+
+def _segment_problems(store: EpisodeStore, info: SegmentInfo, *, deep: bool) -> list[str]:
+    """Layout problems of a live segment (always) and, when ``deep``, of its data against the record."""
+    seg_dir = store.root / info.path
+    try:
+        layouts, problems = check_segment(store.root, info, store.features, root_real=store.root_real)
+    except OSError as exc:
+        return [f"{exc.filename or seg_dir}: cannot read ({exc.strerror})"]
+    found = [p.message if p.path == seg_dir else str(p) for p in problems]
+    if found or not deep:
+        return found
+    for name, layout in layouts.items():
+        try:
+            values = decode_array(layout)
+        except CorruptStoreError as exc:
+            found.append(str(exc))
+            continue
+        if frame_checksum(values) != info.checksums[name]:
+            if layout.missing:
+                found.append(
+                    f"{min(layout.missing)}: chunk file is missing; its fill values are not the committed data"
+                )
+            else:
+                found.append(f"{seg_dir / name}: checksum mismatch against commit record")
+    return found
 
 
 def _checkpoint_matches(ckpt: Checkpoint, episodes: dict[int, EpisodeEntry], next_episode_id: int) -> bool:

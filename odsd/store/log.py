@@ -7,10 +7,14 @@ whoever links ``<seq>`` first; the loser re-reads the log and retries at the nex
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from pydantic import ValidationError
 
 from odsd.schema import Checkpoint, CommitRecord
 from odsd.store.errors import CorruptStoreError
-from odsd.store.fsio import put_if_absent, write_atomic
+from odsd.store.fsio import fsync_dir, put_if_absent, write_atomic
 
 LOG_DIR = "_log"
 QUARANTINE_DIR = "_quarantine"
@@ -50,17 +54,20 @@ def encode_document(model: CommitRecord | Checkpoint) -> bytes:
     return _canonical(body) + b"\n"
 
 
-def _decode(path: Path, data: bytes) -> dict:
+def _decode(path: Path, data: bytes, what: str = "record") -> dict:
     try:
         body = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CorruptStoreError(f"{path}: damaged record (not valid JSON: {exc.msg})") from exc
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise CorruptStoreError(f"{path}: damaged {what} (not valid JSON: {reason})") from exc
+    except RecursionError as exc:
+        raise CorruptStoreError(f"{path}: damaged {what} (nested too deeply)") from exc
     if not isinstance(body, dict) or "checksum" not in body:
-        raise CorruptStoreError(f"{path}: damaged record (no checksum field)")
+        raise CorruptStoreError(f"{path}: damaged {what} (no checksum field)")
     stored = body["checksum"]
     body["checksum"] = ""
     if hashlib.sha256(_canonical(body)).hexdigest() != stored:
-        raise CorruptStoreError(f"{path}: damaged record (checksum mismatch)")
+        raise CorruptStoreError(f"{path}: damaged {what} (checksum mismatch)")
     body["checksum"] = stored
     return body
 
@@ -133,11 +140,19 @@ class CommitLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         return put_if_absent(self.path(record.seq), encode_document(record), durable=self.durable)
 
+    def _names(self) -> list[str]:
+        try:
+            return os.listdir(self.dir)
+        except FileNotFoundError as exc:
+            raise CorruptStoreError(f"{self.dir}: commit log directory is missing") from exc
+        except NotADirectoryError as exc:
+            raise CorruptStoreError(f"{self.dir}: commit log is not a directory") from exc
+
     def record_seqs(self) -> list[int]:
-        return sorted(int(m.group(1)) for name in os.listdir(self.dir) if (m := _RECORD_RE.match(name)))
+        return sorted(int(m.group(1)) for name in self._names() if (m := _RECORD_RE.match(name)))
 
     def checkpoint_seqs(self) -> list[int]:
-        return sorted(int(m.group(1)) for name in os.listdir(self.dir) if (m := _CHECKPOINT_RE.match(name)))
+        return sorted(int(m.group(1)) for name in self._names() if (m := _CHECKPOINT_RE.match(name)))
 
     def write_checkpoint(self, checkpoint: Checkpoint) -> None:
         write_atomic(
@@ -146,7 +161,7 @@ class CommitLog:
 
     def read_checkpoint(self, seq: int) -> Checkpoint:
         path = self.dir / checkpoint_name(seq)
-        body = _decode(path, path.read_bytes())
+        body = _decode(path, path.read_bytes(), "checkpoint")
         try:
             return Checkpoint.model_validate(body)
         except ValidationError as exc:
@@ -163,9 +178,44 @@ class CommitLog:
                 continue
         return None
 
-    def quarantine(self, torn: TornRecord) -> Path:
+    def quarantine(self, torn: TornRecord) -> Path | None:
+        """Move a damaged trailing record to ``_log/_quarantine/``; None if it is no longer one.
+
+        Writers do this to commit past a torn tail, and ``fsck --repair`` does it too, so the
+        move is serialized by a kernel lock on ``_log/.quarantine.lock`` and re-checked under it:
+        while the damaged file exists nobody can publish at its seq (put-if-absent fails) and
+        only a holder of this lock removes it, so the file moved is the damaged one, never a
+        valid record another writer published after an earlier quarantine.
+        """
+        with self._quarantine_lock():
+            if not torn.path.exists() or self.exists(torn.seq + 1):
+                return None
+            try:
+                self.read(torn.seq)
+            except CorruptStoreError:
+                pass
+            else:
+                return None
+            qdir = self.dir / QUARANTINE_DIR
+            qdir.mkdir(exist_ok=True)
+            target = qdir / torn.path.name
+            if target.exists():
+                target = qdir / f"{torn.path.name}.{time.time_ns()}"
+            os.rename(torn.path, target)
+            if self.durable:
+                fsync_dir(qdir)
+                fsync_dir(self.dir)
+            return target
+
+    def quarantined(self) -> list[Path]:
         qdir = self.dir / QUARANTINE_DIR
-        qdir.mkdir(exist_ok=True)
-        target = qdir / torn.path.name
-        os.replace(torn.path, target)
-        return target
+        return sorted(qdir.iterdir()) if qdir.is_dir() else []
+
+    @contextlib.contextmanager
+    def _quarantine_lock(self) -> Iterator[None]:
+        fd = os.open(self.dir / ".quarantine.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)

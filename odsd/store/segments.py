@@ -174,6 +174,8 @@ async def _write_group(
             compressors=[ZstdCodec(level=_ZSTD_LEVEL), Crc32cCodec()],
             fill_value=0,
             chunk_key_encoding=_FLAT_CHUNK_KEYS,
+            # Every chunk gets a file, so a missing one is always damage (see odsd.store.layout).
+            config={"write_empty_chunks": True},
         )
         await arr.setitem(Ellipsis, values)
 
@@ -181,7 +183,11 @@ async def _write_group(
 
 
 def read_field(root: Path, rel_path: str, field: str) -> np.ndarray:
-    """Read one field of a segment in full; damaged or missing data raises :class:`CorruptStoreError`."""
+    """Read one field of a segment in full through zarr (a damaged chunk raises :class:`CorruptStoreError`).
+
+    Zarr reads a missing chunk as fill values and trusts ``zarr.json``: committed data is read
+    with :func:`odsd.store.layout.read_verified` instead, which checks both against the record.
+    """
     seg_dir = root / rel_path
     if not seg_dir.is_dir():
         raise CorruptStoreError(f"{seg_dir}: committed segment directory is missing")
@@ -190,26 +196,6 @@ def read_field(root: Path, rel_path: str, field: str) -> np.ndarray:
         return np.asarray(arr[...])
     except Exception as exc:
         raise CorruptStoreError(f"{seg_dir / field}: cannot read committed data ({exc})") from exc
-
-
-def verify_segment(root: Path, info: SegmentInfo) -> list[str]:
-    """Deep check of a segment against its commit record; return one message per problem."""
-    problems: list[str] = []
-    for field, expected in info.checksums.items():
-        try:
-            values = read_field(root, info.path, field)
-        except CorruptStoreError as exc:
-            problems.append(str(exc))
-            if not (root / info.path).is_dir():
-                break
-            continue
-        if values.shape[0] != info.n_frames:
-            problems.append(
-                f"{root / info.path / field}: {values.shape[0]} frames, record says {info.n_frames}"
-            )
-        elif frame_checksum(values) != expected:
-            problems.append(f"{root / info.path / field}: checksum mismatch against commit record")
-    return problems
 
 
 def tree_nbytes(path: Path) -> int:

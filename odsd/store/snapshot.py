@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from odsd.schema import EpisodeEntry, EpisodeMeta
+from odsd.schema import EpisodeEntry, EpisodeMeta, SegmentInfo
 from odsd.store.errors import VacuumedDataError
+from odsd.store.layout import ArrayLayout, checked_layouts, read_verified
 from odsd.store.leases import LeaseHandle
-from odsd.store.segments import read_field
 from odsd.store.state import StoreState
 
 if TYPE_CHECKING:
@@ -23,6 +23,12 @@ class Snapshot:
     Frames are addressed by a global position ``0 .. num_frames-1`` that runs through the
     episodes in order. Field data is loaded once per field and segment, then every range or
     gather read is one vectorized numpy indexing operation.
+
+    Before the first read of a segment its layout is checked against the commit record and the
+    schema (:mod:`odsd.store.layout`: every chunk present, array metadata as committed, nothing
+    outside the store), once per segment; every field read is then checked against the
+    record's crc32, so damaged data raises :class:`~odsd.store.CorruptStoreError` instead of
+    being returned.
 
     >>> snap = store.snapshot()
     >>> snap.episode_ids[:3], snap.lengths[:3]
@@ -37,6 +43,7 @@ class Snapshot:
         *,
         lease: LeaseHandle | None = None,
         reuse: dict[tuple[str, str], np.ndarray] | None = None,
+        reuse_layouts: dict[str, dict[str, ArrayLayout]] | None = None,
     ) -> None:
         self.store = store
         self.watermark = state.seq
@@ -54,6 +61,7 @@ class Snapshot:
             (seg_index[e.segment] for e in self.entries), dtype=np.int64, count=n
         )
         self._episode_offset = np.fromiter((e.offset for e in self.entries), dtype=np.int64, count=n)
+        self._segment_info: dict[str, SegmentInfo] = {p: state.segments[p] for p in self.segments}
         self._segment_frames = np.array([state.segments[p].n_frames for p in self.segments], dtype=np.int64)
         self._segment_base = np.zeros(len(self.segments), dtype=np.int64)
         if self.segments:
@@ -61,9 +69,11 @@ class Snapshot:
         self._position = {int(eid): i for i, eid in enumerate(self.episode_ids)}
         self._frame_pos: np.ndarray | None = None
         self._segment_arrays: dict[tuple[str, str], np.ndarray] = {}
-        if reuse:
+        self._layouts: dict[str, dict[str, ArrayLayout]] = {}
+        if reuse or reuse_layouts:
             live = set(self.segments)
-            self._segment_arrays = {k: v for k, v in reuse.items() if k[0] in live}
+            self._segment_arrays = {k: v for k, v in (reuse or {}).items() if k[0] in live}
+            self._layouts = {k: v for k, v in (reuse_layouts or {}).items() if k in live}
         self._columns: dict[str, np.ndarray] = {}
         self._lease = lease
         if lease is not None:
@@ -111,9 +121,27 @@ class Snapshot:
                 raise VacuumedDataError(
                     f"{self.store.root / segment}: deleted by vacuum; open a newer snapshot"
                 )
-            arr = read_field(self.store.root, segment, field)
+            info = self._segment_info[segment]
+            layouts = self._layouts.get(segment)
+            if layouts is None:
+                layouts = checked_layouts(
+                    self.store.root, info, self.store.features, root_real=self.store.root_real
+                )
+                self._layouts[segment] = layouts
+            arr = read_verified(layouts[field], info)
             self._segment_arrays[key] = arr
         return arr
+
+    def verify_layouts(self) -> None:
+        """Run the open-time check of every segment now (no chunk data is read)."""
+        for segment in self.segments:
+            if segment not in self._layouts:
+                self._layouts[segment] = checked_layouts(
+                    self.store.root,
+                    self._segment_info[segment],
+                    self.store.features,
+                    root_real=self.store.root_real,
+                )
 
     def _vacuumed(self) -> set[str]:
         latest = self.store.refresh()
@@ -195,7 +223,9 @@ class Snapshot:
         """A snapshot at the newest watermark that reuses this one's loaded segment data."""
         lease = LeaseHandle(self.store.root, -1) if self._lease is not None else None
         state = self.store.refresh().copy()
-        new = Snapshot(self.store, state, lease=lease, reuse=self._segment_arrays)
+        new = Snapshot(
+            self.store, state, lease=lease, reuse=self._segment_arrays, reuse_layouts=self._layouts
+        )
         for field in self._columns:
             new.column(field)
         return new

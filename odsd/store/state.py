@@ -78,6 +78,13 @@ class StoreState:
             for entry in add.episodes:
                 if entry.episode_id in self.episodes:
                     raise CorruptStoreError(f"{where}: adds episode {entry.episode_id} twice")
+                if (
+                    entry.segment != add.segment.path
+                    or entry.offset + entry.meta.length > add.segment.n_frames
+                ):
+                    raise CorruptStoreError(
+                        f"{where}: episode {entry.episode_id} lies outside the segment it adds ({add.segment.path})"
+                    )
                 if record.kind == "append":
                     if entry.episode_id != next_id:
                         raise CorruptStoreError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,14 +10,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from odsd.errors import ConfigError
 from odsd.gcpause import gc_paused
 from odsd.schema import AddAction, CommitContext, CommitRecord, EpisodeEntry, EpisodeMeta, RemoveAction
+from odsd.schema.names import name_problem
 from odsd.store.errors import CommitConflictError, CorruptStoreError
 from odsd.store.segments import remove_tree, validate_frames, write_segment
 from odsd.store.state import StoreState
 
 if TYPE_CHECKING:
     from odsd.store.episode_store import EpisodeStore
+
+log = logging.getLogger("odsd.store")
 
 
 @dataclass
@@ -101,6 +106,9 @@ class EpisodeWriter:
     ) -> None:
         self.store = store
         self.writer_id = writer_id or new_writer_id()
+        problem = name_problem(self.writer_id)
+        if problem:  # it names the writer's directory, segments/<writer_id>/
+            raise ConfigError(f"writer id {self.writer_id!r} {problem}")
         self.run_id = run_id
         self.next_writer_seq = store.refresh().writer_seqs.get(self.writer_id, -1) + 1
 
@@ -255,11 +263,17 @@ def publish(
     while True:
         with store._lock:
             state = store.refresh()
-            if store.torn_record is not None:
-                raise CorruptStoreError(
-                    f"{store.torn_record.path}: damaged trailing commit record blocks new commits "
-                    "(run `odsd store fsck --repair`)"
-                )
+            torn = store.torn_record
+            if torn is not None:
+                # A damaged record with no valid record after it is not part of the history
+                # (readers stop before it): set it aside, as fsck --repair would, and commit at
+                # its seq, so one bad byte does not stop production.
+                target = store.log.quarantine(torn)
+                if target is not None:
+                    log.warning(
+                        "%s: damaged trailing commit record moved to %s (%s)", torn.path, target, torn.problem
+                    )
+                continue
             seq = state.seq + 1
             record = build(state, seq)
             if record is None:

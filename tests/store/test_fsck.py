@@ -89,12 +89,6 @@ def test_torn_trailing_record(filled: tuple[EpisodeStore, StoreModel], features)
     assert reopened.watermark == 3 and reopened.torn_record is not None and reopened.torn_record.path == torn
     model.check(reopened.snapshot())
     check_snapshot(reopened.snapshot())
-    # Writers refuse to build on it.
-    with pytest.raises(
-        CorruptStoreError, match=rf"{torn}: damaged trailing commit record blocks new commits"
-    ):
-        reopened.writer().commit([make_episode(features, 2, seed=99)])
-    assert not any(p.name.endswith(".partial") for p in store.root.rglob("*")), "aborted commit cleaned up"
     # fsck reports it (error, repairable) and --repair moves it to the quarantine.
     report = fsck(reopened)
     assert not report.ok and report.watermark == 3
@@ -110,7 +104,34 @@ def test_torn_trailing_record(filled: tuple[EpisodeStore, StoreModel], features)
     writer = EpisodeStore.open(store.root, durability="process").writer()
     res = writer.commit([make_episode(features, 2, seed=99)])
     assert (res.seq, res.episode_ids) == (4, [4])
-    assert fsck(EpisodeStore.open(store.root)).findings == []
+    quarantined = store.root / LOG_DIR / QUARANTINE_DIR / torn.name
+    assert [(f.severity, f.path) for f in fsck(EpisodeStore.open(store.root)).findings] == [
+        ("warning", str(quarantined))
+    ], "the set-aside record stays visible to the operator"
+
+
+def test_writer_commits_past_a_torn_trailing_record(
+    filled: tuple[EpisodeStore, StoreModel], features, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One bad byte in the newest record must not stop production: the writer sets it aside."""
+    store, _ = filled
+    torn = _record(store, 4)
+    data = bytearray(torn.read_bytes())
+    data[len(data) // 2] ^= 0x80  # not UTF-8 any more
+    torn.write_bytes(bytes(data))
+    reopened = EpisodeStore.open(store.root, durability="process")
+    assert reopened.watermark == 3
+    with caplog.at_level("WARNING", logger="odsd.store"):
+        res = reopened.writer(writer_id="w2").commit([make_episode(features, 2, seed=99)])
+    assert res.seq == 4 and res.episode_ids == [4], "committed at the torn record's seq"
+    assert any("damaged trailing commit record moved to" in r.getMessage() for r in caplog.records)
+    quarantined = store.root / LOG_DIR / QUARANTINE_DIR / torn.name
+    assert quarantined.read_bytes() == bytes(data), "set aside byte for byte, never deleted"
+    snap = EpisodeStore.open(store.root).snapshot()
+    assert snap.watermark == 4 and [int(i) for i in snap.episode_ids] == [0, 1, 2, 3, 4]
+    check_snapshot(snap)
+    report = fsck(EpisodeStore.open(store.root))
+    assert report.ok and [f.path for f in report.findings if f.path == str(quarantined)]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "wrong-seq"])
@@ -159,7 +180,7 @@ def test_flipped_byte_in_chunk(filled: tuple[EpisodeStore, StoreModel]) -> None:
     chunk.write_bytes(bytes(data))
     seg = store.root / store.snapshot().entry(3).segment
     snap = EpisodeStore.open(store.root).snapshot()
-    with pytest.raises(CorruptStoreError, match=rf"{seg / 'observation.state'}: cannot read committed data"):
+    with pytest.raises(CorruptStoreError, match=rf"{chunk}: damaged chunk \(crc32c mismatch\)"):
         snap.episode(3)
     with pytest.raises(CorruptStoreError):
         snap.gather("observation.state", [0])
@@ -219,8 +240,8 @@ def test_damaged_checkpoint_falls_back_to_records(tmp_path: Path, features) -> N
     assert reopened.watermark == 6 and reopened.snapshot().num_episodes == 7
     check_snapshot(reopened.snapshot())
     report = fsck(reopened)
-    assert report.ok and [(f.severity, f.path, f.repairable) for f in report.findings] == [
-        ("warning", str(ckpt), True)
+    assert not report.ok and [(f.severity, f.path, f.repairable) for f in report.findings] == [
+        ("error", str(ckpt), True)
     ]
     fsck(reopened, repair=True)
     assert not ckpt.exists() and fsck(EpisodeStore.open(store.root)).findings == []

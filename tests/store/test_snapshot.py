@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import odsd.store.snapshot as snapshot_mod
+from odsd.schema import SegmentInfo
 from odsd.store import EpisodeStore
+from odsd.store.layout import ArrayLayout
 from odsd.store.leases import LEASE_DIR, active_leases
 from odsd.testing.store import StoreModel, check_episode, check_snapshot, make_episode, make_frames
 
@@ -147,13 +148,13 @@ def test_reads_open_files_per_segment_not_per_frame(
 ) -> None:
     store, _ = filled
     calls: list[tuple[str, str]] = []
-    real = snapshot_mod.read_field
+    real = snapshot_mod.read_verified
 
-    def counting(root: Path, rel_path: str, field: str) -> np.ndarray:
-        calls.append((rel_path, field))
-        return real(root, rel_path, field)
+    def counting(layout: ArrayLayout, info: SegmentInfo) -> np.ndarray:
+        calls.append((info.path, layout.field))
+        return real(layout, info)
 
-    monkeypatch.setattr(snapshot_mod, "read_field", counting)
+    monkeypatch.setattr(snapshot_mod, "read_verified", counting)
     snap = store.snapshot()
     idx = np.random.default_rng(0).integers(0, snap.num_frames, size=5000)
     snap.gather("action.expert", idx)
