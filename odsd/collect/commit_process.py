@@ -12,15 +12,15 @@ bounded ``multiprocessing`` queue (back-pressure as with the thread)::
 
 The child opens its own :class:`~odsd.store.EpisodeWriter` on the store; the commit protocol
 makes its commits exactly as safe as the thread's. It ignores SIGINT/SIGTERM (the collector
-decides when to stop) and dies with its parent (``PR_SET_PDEATHSIG`` on Linux, a parent check
-every second elsewhere), so a killed collector never leaves a writer behind. Errors in the child
+decides when to stop) and dies with its parent (``PR_SET_PDEATHSIG`` on Linux, armed before the
+child imports anything heavy, see :mod:`odsd.collect.child_guard`; a parent check every second
+elsewhere), so a collector killed at any moment never leaves a writer behind. Errors in the child
 come back with their original type and message; a child that dies is reported as an error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import multiprocessing as mp
 import os
@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from odsd.collect.child_guard import DieWithParent
 from odsd.collect.commit_worker import (
     FLUSH,
     STOP,
@@ -81,7 +82,7 @@ class CommitProcess(FlushTickets):
         self._consumed = 0
         self._stopped = threading.Event()
         self._process = ctx.Process(
-            target=_child_main,
+            target=DieWithParent("odsd.collect.commit_process:_child_main"),
             args=(
                 str(store_root),
                 run_id,
@@ -230,13 +231,6 @@ def _rebuild(exc_type: type[BaseException] | None, message: str) -> BaseExceptio
 # -- child side -------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _child_main(
     store_root: str,
     run_id: str | None,
@@ -246,8 +240,7 @@ def _child_main(
     inbox: Any,
     outbox: Any,
 ) -> None:
-    parent = os.getppid()
-    _die_with_parent()
+    parent = os.getppid()  # DieWithParent checked it is the collector
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from odsd.collect.finished import FinishedBatch, FinishedEpisode, RunInfo
 from odsd.schema import CommitContext, EpisodeMeta
 from odsd.store import CommitResult, Episode, EpisodeStore
 from odsd.store.errors import SchemaMismatchError
+from odsd.testing.processes import kill_session, wait_session_gone
 
 FEATURES = {"x": {"dtype": "float32", "shape": [], "names": None}}
 
@@ -237,3 +239,45 @@ def test_collector_inside_a_pool_worker_commits_from_a_thread(tmp_path: Path) ->
     assert "committed 3" in out.stdout
     assert "committing from a thread instead" in out.stderr
     assert len(EpisodeStore.open(tmp_path / "s").snapshot().episode_ids) == 3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+@pytest.mark.parametrize("moment", ["writer-starting", "writer-ready", "random"])
+def test_no_process_survives_a_parent_killed_at_any_moment(
+    store_root: Path, tmp_path: Path, moment: str
+) -> None:
+    """SIGKILL of the parent while its writer child is still starting (importing, before it could
+    arm PDEATHSIG), once it is ready, or at a random moment: no process of the parent's session
+    (the writer, multiprocessing's resource tracker) outlives it."""
+    script = textwrap.dedent(
+        f"""
+        from odsd.collect.commit_process import CommitProcess
+        w = CommitProcess({str(store_root)!r}, run_id="r", writer_id="w9")
+        print("started", w.pid, flush=True)
+        w.wait_ready()
+        print("ready", flush=True)
+        w.drain()
+        import time
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert parent.stdout is not None
+        started = parent.stdout.readline().split()
+        assert started[0] == "started", started
+        if moment == "writer-ready":
+            assert parent.stdout.readline().strip() == "ready"
+        elif moment == "random":
+            time.sleep(random.uniform(0.0, 2.0))
+        parent.kill()
+        parent.wait(timeout=10)
+        survivors = wait_session_gone(parent.pid)
+        assert survivors == {}, f"outlived their killed parent: {survivors}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        kill_session(parent.pid)
