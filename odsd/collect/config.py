@@ -7,10 +7,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from odsd.collect.beta import BetaSchedule
 from odsd.errors import ConfigError
+from odsd.schema.names import check_name
 
 Mode = Literal["expert_demo", "dagger_sync", "eval"]
 
@@ -65,6 +66,12 @@ class CollectConfig(BaseModel):
     (a separate ``odsd learn`` process); 0 continues at once with the newest one available."""
     torch_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads for this process (default: torch's choice)."""
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_a_name(cls, value: str | None) -> str | None:
+        # It names runs/<run_id>/ and the writers' segments/<run_id>-<rand>/ directories.
+        return value if value is None else check_name(value, "run id")
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:

@@ -16,6 +16,8 @@ from odsd.daemon.resume import capture, restore, resume_config
 from odsd.daemon.run_state import RunStateStore, newest_run
 from odsd.daemon.signals import SignalHandlers
 from odsd.daemon.status import StatusWriter
+from odsd.errors import ConfigError
+from odsd.schema.names import name_problem
 from odsd.store import EpisodeStore
 
 log = logging.getLogger("odsd.daemon")
@@ -173,6 +175,9 @@ def load_resume(store_path: Path, run_id: str | None, overrides: dict[str, Any])
     store = EpisodeStore.open(store_path)
     runs = store.root / "runs"
     run_id = run_id or newest_run(runs)
+    problem = name_problem(run_id)
+    if problem:
+        raise ConfigError(f"--run: run id {run_id!r} {problem}")
     run_dir = runs / run_id
     if not run_dir.is_dir():
         raise RunStateError(f"{run_dir}: no such run in this store")
