@@ -90,12 +90,21 @@ def odsd_inprocess(*args: Any) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), stderr)
 
 
-def spawn(*args: Any, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
-    """Start odsd in the background; stdout+stderr go to ``log`` (a file: no pipe can fill up)."""
+def spawn(
+    *args: Any, env: dict[str, str] | None = None, log: Path | None = None, new_session: bool = False
+) -> subprocess.Popen:
+    """Start odsd in the background; stdout+stderr go to ``log`` (a file: no pipe can fill up).
+
+    ``new_session``: in a session of its own (id = its pid), so that every process it starts can be
+    found afterwards (:func:`odsd.testing.processes.session_members`)."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
-            [*ODSD, *map(str, args)], stdout=out, stderr=subprocess.STDOUT, env=child_env(env)
+            [*ODSD, *map(str, args)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_env(env),
+            start_new_session=new_session,
         )
     finally:
         if log is not None:

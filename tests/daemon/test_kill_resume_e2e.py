@@ -29,6 +29,7 @@ from daemon_helpers import (
 )
 
 from odsd.daemon.run_state import COMPLETE, MANIFEST, RunStateStore
+from odsd.testing.processes import kill_session, session_members, wait_session_gone
 
 KILLS = 10
 
@@ -43,6 +44,51 @@ def wait_first_manifest(proc, run_dir: Path, timeout: float = 120) -> None:
     raise AssertionError("the first run-state manifest never appeared")
 
 
+def sigkill_leaving_nothing(proc) -> None:
+    """SIGKILL the collector alone (not its group) and assert no process of its session survives."""
+    try:
+        rc = terminate(proc, signal.SIGKILL)
+        assert rc == -signal.SIGKILL
+        survivors = wait_session_gone(proc.pid)
+        assert survivors == {}, f"processes of the killed run survived it: {survivors}"
+    finally:
+        kill_session(proc.pid)
+
+
+def wait_writer_starting(proc, timeout: float = 120) -> bool:
+    """Wait until the collector has started its writer child (a spawned multiprocessing child)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        members = session_members(proc.pid)
+        if any("--multiprocessing-fork" in cmd for pid, cmd in members.items() if pid != proc.pid):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_of_start_up_and_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    """``odsd collect`` SIGKILLed just as its writer process starts, and at random moments of its
+    start-up and run: no process of the run (writer, resource tracker) outlives it."""
+    seed = int(os.environ.get("ODSD_TEST_SEED", time.time_ns() % 100_000))
+    rng = random.Random(seed)
+    store = tmp_path / "store"
+    moments: list[float | None] = [None, *(rng.uniform(0.0, 8.0) for _ in range(5))]
+    for i, delay in enumerate(moments):
+        args = collect_args(store, run_id=f"k{i}", max_iterations=100_000)  # still running when killed
+        proc = spawn(*args, log=tmp_path / "odsd.log", new_session=True)
+        if delay is None:
+            assert wait_writer_starting(proc), (tmp_path / "odsd.log").read_text()[-3000:]
+        else:
+            time.sleep(delay)
+        if proc.poll() is None:
+            sigkill_leaving_nothing(proc)
+        else:
+            kill_session(proc.pid)
+            raise AssertionError(f"seed {seed}: the run ended before its kill at {delay} s")
+    assert_no_partial_episodes(store)
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_moments_store_stays_consistent_and_resume_continues(
     tmp_path: Path, reference: list[dict[str, Any]], max_delay: float
@@ -55,7 +101,7 @@ def test_sigkill_at_random_moments_store_stays_consistent_and_resume_continues(
     log = tmp_path / "odsd.log"
 
     # Incarnation 0 is killed only once it has a manifest (before that there is nothing to resume).
-    proc = spawn(*collect_args(store), log=log)
+    proc = spawn(*collect_args(store), log=log, new_session=True)
     wait_first_manifest(proc, run_dir)
     time.sleep(rng.uniform(0.0, max_delay))
     kills = 0
@@ -63,8 +109,7 @@ def test_sigkill_at_random_moments_store_stays_consistent_and_resume_continues(
     prev: list[dict[str, Any]] = []
     for cycle in range(KILLS + 1):
         if proc.poll() is None:
-            rc = terminate(proc, signal.SIGKILL)
-            assert rc == -signal.SIGKILL
+            sigkill_leaving_nothing(proc)
             kills += 1
         else:
             assert proc.returncode == 0, log.read_text()[-3000:]
@@ -87,7 +132,7 @@ def test_sigkill_at_random_moments_store_stays_consistent_and_resume_continues(
             (torn / MANIFEST).write_text(json.dumps({"run_id": RUN_ID, "sequence": 999})[:20])
         text_before = log.read_text()
         stale = (run_dir / "lock").exists()  # left by a process killed after taking it
-        proc = spawn(*resume_args(store), log=log)
+        proc = spawn(*resume_args(store), log=log, new_session=True)
         if rng.random() < 0.3:
             time.sleep(rng.uniform(0.0, 3.0))  # kill during startup / restore
             continue
@@ -106,7 +151,7 @@ def test_sigkill_at_random_moments_store_stays_consistent_and_resume_continues(
         time.sleep(rng.uniform(0.0, max_delay))
     if not finished:
         if proc.poll() is None:
-            terminate(proc, signal.SIGKILL)
+            sigkill_leaving_nothing(proc)
             kills += 1
         done = odsd(*resume_args(store), timeout=400)
         assert done.returncode == 0, done.stderr[-3000:]
