@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from odsd.cli.logs import json_line
@@ -209,8 +210,12 @@ def eval_cmd(
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps.")] = "cpu",
     seed: Annotated[int, typer.Option(help="Seed of the evaluation envs.")] = 1000,
     expert: Annotated[
-        str, typer.Option(help="Expert used only to label phases/segments ('none' to skip).")
-    ] = "planner",
+        str,
+        typer.Option(
+            help="Expert used only to name the segment a failure ended in: auto (the task's planner "
+            "when it has one), none, planner, policy:<dir>, module:factory."
+        ),
+    ] = "auto",
     store: Annotated[
         Path | None, typer.Option(help="Also commit the evaluation episodes to this store.")
     ] = None,
@@ -219,6 +224,7 @@ def eval_cmd(
     """Run the student alone and report student-only success (95% CI), length and failure points."""
     from odsd.collect import CollectConfig, Collector
     from odsd.collect.evaluation import summarize_eval
+    from odsd.envs.protocol import reports_success
     from odsd.policies.errors import SnapshotNotFoundError
 
     if not policy.exists():
@@ -238,15 +244,25 @@ def eval_cmd(
     collector = Collector(cfg, commit_store=store is not None)
     collector.run()
     result = summarize_eval(collector.eval_episodes)
+    success_signal = reports_success(collector.env) is not False
     data = {
         **result.__dict__,
         "policy": str(policy),
         "policy_version": collector.policy_version,
         "task": task,
+        "success_signal": success_signal,
     }
     if json_out:
         print_json(data)
         return
+    if not success_signal:
+        err_console.print(
+            escape(
+                f"odsd: warning: task {task} reports no success signal (no info['is_success']): every "
+                "episode counts as failed, so the success rate below is 0 by construction"
+            ),
+            highlight=False,
+        )
     lo, hi = result.ci95
     console.print(
         f"student-only success on {task}: {result.success_rate:.1%} ({result.successes}/{result.episodes}, "

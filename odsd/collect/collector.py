@@ -35,12 +35,16 @@ from odsd.collect.student import StudentSource
 from odsd.envs import STATE_KEY, VecEnv, make_env, safe_hold_action
 from odsd.errors import ConfigError
 from odsd.experts import Expert, make_expert, validate_query
+from odsd.experts.errors import ExpertNotFoundError
 from odsd.experts.failures import failure_name
 from odsd.policies.snapshot import LoadedPolicy
 from odsd.schema import CommitContext, EpisodeMeta
 from odsd.store import CommitResult, EpisodeStore
 
 log = logging.getLogger("odsd.collect")
+
+NO_SUCCESS_WARNING_EPISODES = 100
+"""A run that commits only successes warns after this many finished episodes in a row without one."""
 
 
 @dataclass
@@ -161,6 +165,7 @@ class Collector:
         self._pending_since = 0.0
         self._run_info_cache: RunInfo | None = None
         self._last_commit_seq: int | None = None
+        self._without_success = 0
         # When each submitted, not yet committed episode finished (commits report them in order).
         self._finish_times: deque[float] = deque()
         # Finished episodes are copied out in batches of about this many (amortizes the copy).
@@ -174,6 +179,13 @@ class Collector:
     def _make_expert(self) -> Expert | None:
         if self.config.mode == "eval" and self.config.expert in ("", "none"):
             return None
+        if self.config.mode == "eval" and self.config.expert == "auto":
+            # Evaluation only uses an expert to name the segment a failure ended in.
+            try:
+                return make_expert("planner", self.spec, **self.config.expert_kwargs)
+            except ExpertNotFoundError:
+                log.info("no planner for task %r: failures are not attributed to segments", self.spec.task)
+                return None
         return make_expert(self.config.expert, self.spec, **self.config.expert_kwargs)
 
     def _check_mode(self) -> None:
@@ -538,6 +550,7 @@ class Collector:
                 evaluate = True
             self.progress.episodes_finished += 1
             self.progress.successes += int(ok)
+            self._note_success(ok)
             with self._lock:
                 for window in (self.window, self.iteration_window):
                     window.episodes_finished += 1
@@ -620,6 +633,29 @@ class Collector:
         return (cfg.max_iterations is not None and p.iteration >= cfg.max_iterations) or (
             cfg.max_episodes is not None and p.episodes_accepted >= cfg.max_episodes
         )
+
+    def _note_success(self, ok: bool) -> None:
+        """Warn when a run that commits only successes has not seen one in a long while."""
+        self._without_success = 0 if ok else self._without_success + 1
+        cfg = self.config
+        only_successes = (cfg.mode == "expert_demo" and not cfg.keep_failed) or (
+            cfg.mode == "dagger_sync" and cfg.success_only
+        )
+        if only_successes and self._without_success == NO_SUCCESS_WARNING_EPISODES:
+            signal = getattr(self.env, "success_signal", True)
+            why = (
+                f"task {self.spec.task!r} reports no success signal (info has no 'is_success'); define one "
+                "in a wrapper (docs/envs.md) or pass --keep-failed"
+                if signal is False
+                else "does the expert solve the task? `odsd check-env` shows whether the env reports success; "
+                "--keep-failed commits failed episodes too"
+            )
+            log.warning(
+                "%d episodes in a row finished without success and only successful episodes are "
+                "committed, so nothing is being committed: %s",
+                NO_SUCCESS_WARNING_EPISODES,
+                why,
+            )
 
     def _accept(self, success: bool) -> bool:
         mode = self.config.mode

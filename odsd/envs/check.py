@@ -14,21 +14,33 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
-from odsd.envs.protocol import SupportsState, VecEnv, safe_hold_action
+from odsd.envs.protocol import SupportsState, VecEnv, reports_success, safe_hold_action
 from odsd.envs.spec import EnvSpec
+
+CheckStatus = Literal["ok", "fail", "unsupported", "warning"]
 
 
 @dataclass
 class CheckItem:
-    """One named check and its outcome."""
+    """One named check and its outcome.
+
+    ``status`` is ``ok`` or ``fail``, ``unsupported`` for an optional capability the env does not
+    have (not a failure), or ``warning`` for something that works but needs attention.
+    """
 
     name: str
     ok: bool
     detail: str = ""
+    status: CheckStatus | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is None:
+            self.status = "ok" if self.ok else "fail"
+        self.ok = self.status != "fail"
 
 
 @dataclass
@@ -52,7 +64,9 @@ class CheckReport:
             "task": self.task,
             "ok": self.ok,
             "steps_per_s": self.steps_per_s,
-            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "checks": [
+                {"name": c.name, "ok": c.ok, "status": c.status, "detail": c.detail} for c in self.checks
+            ],
             "spec": None
             if spec is None
             else {
@@ -72,6 +86,7 @@ class CheckReport:
     def rich_table(self) -> Any:
         """A ``rich`` renderable: spec summary, observation/action layout and check results."""
         from rich.console import Group
+        from rich.markup import escape
         from rich.table import Table
 
         parts: list[Any] = []
@@ -123,8 +138,14 @@ class CheckReport:
         checks.add_column("check")
         checks.add_column("result")
         checks.add_column("detail")
+        shown = {
+            "ok": "[green]ok[/green]",
+            "fail": "[red]FAIL[/red]",
+            "unsupported": "[dim]unsupported[/dim]",
+            "warning": "[yellow]warning[/yellow]",
+        }
         for c in self.checks:
-            checks.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
+            checks.add_row(c.name, shown[c.status or "ok"], escape(c.detail))
         parts.append(checks)
         return Group(*parts)
 
@@ -140,8 +161,9 @@ def check_env(
 ) -> CheckReport:
     """Build ``task`` and run a reset/step smoke test; never raises for env faults.
 
-    Checks: construction, reset observation matches the spec, step output shapes/dtypes,
-    partial reset leaves other rows untouched, state round trip (when supported), close.
+    Checks: construction, reset observation matches the spec, step output shapes/dtypes, a success
+    signal (a warning when the env has none), partial reset leaves other rows untouched, state round
+    trip (``unsupported`` when the env declares no state: optional), close.
     """
     from odsd.envs.registry import make_env
 
@@ -149,11 +171,12 @@ def check_env(
 
     def run(name: str, fn: Any) -> bool:
         try:
-            detail = fn()
+            result = fn()
         except Exception as exc:
             report.checks.append(CheckItem(name, False, f"{type(exc).__name__}: {exc}"))
             return False
-        report.checks.append(CheckItem(name, True, detail or ""))
+        status, detail = result if isinstance(result, tuple) else ("ok", result)
+        report.checks.append(CheckItem(name, True, detail or "", status=status))
         return True
 
     holder: dict[str, Any] = {}
@@ -202,9 +225,21 @@ def check_env(
                 raise AssertionError(f"resetting row 0 changed other rows of {key!r}")
         return "row 0 reset; rows 1.. unchanged"
 
-    def state_round_trip() -> str:
-        if not isinstance(env, SupportsState):
-            return "not supported (no get_state/set_state)"
+    def success_signal() -> tuple[CheckStatus, str]:
+        if reports_success(env) is False:
+            return "warning", (
+                f"no success signal: no step's info had 'is_success' or 'success' in {steps} steps, so "
+                "every episode counts as failed (expert_demo commits nothing without --keep-failed, "
+                "success rates read 0); define success in a wrapper (docs/envs.md)"
+            )
+        return "ok", 'info["success"] comes from the env'
+
+    def state_round_trip() -> str | tuple[CheckStatus, str]:
+        if not isinstance(env, SupportsState) or spec.state is None:
+            return (
+                "unsupported",
+                "optional: the env declares no simulator state (no --record-state or replay)",
+            )
         env.reset(seed=seed)
         state = env.get_state()
         obs_a, *_ = env.step(safe_hold_action(env))
@@ -216,7 +251,8 @@ def check_env(
         return "step after set_state reproduces the original step"
 
     run("reset", reset)
-    run("step", step)
+    if run("step", step):
+        run("success signal", success_signal)
     if spec.num_envs > 1:
         run("partial reset", partial_reset)
     run("state round trip", state_round_trip)

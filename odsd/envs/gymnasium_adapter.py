@@ -14,7 +14,9 @@ built with ``AutoresetMode.DISABLED``, which :meth:`GymnasiumVecEnv.from_vector_
   observations a single ``"observation"`` key; goal envs put ``achieved_goal``/``desired_goal``
   into ``observation.environment_state``.
 - Truncation comes from the adapter's own per-row step counter (``TimeLimit`` is stripped).
-- ``info["success"]`` is ``info["is_success"]`` (or ``info["success"]``) of each row.
+- ``info["success"]`` is ``info["is_success"]`` (or ``info["success"]``) of each row; an env
+  whose ``info`` has neither reports ``False`` and says so in :attr:`GymnasiumVecEnv.success_signal`
+  (Pendulum, for one: wrap it to define success, see ``examples/pendulum``).
 - MuJoCo envs (per-row backend) support ``get_state``/``set_state`` through ``mj_getState``
   (``mjSTATE_INTEGRATION``), the body poses of the last forward pass, the env's ``goal`` and the
   cached observation; stepping after ``set_state`` reproduces the original step exactly. The
@@ -202,6 +204,7 @@ class GymnasiumVecEnv(EpisodeFlagsMixin):
         self._obs = {k.name: torch.zeros((n, *k.shape), dtype=torch.float32, device=dev) for k in keys}
         self._init_episode_flags(n, dev)
         self._act_dtype = act_space.dtype
+        self._success_seen: bool | None = None
         obs, _ = self.reset(seed=seed)
         self.spec.validate_observation(obs)
 
@@ -256,9 +259,16 @@ class GymnasiumVecEnv(EpisodeFlagsMixin):
     def _observe(self) -> Obs:
         return {k: v.clone() for k, v in self._obs.items()}
 
-    @staticmethod
-    def _success_of(info: dict[str, Any]) -> bool:
-        return bool(info.get("is_success", info.get("success", False)))
+    def _success_of(self, info: dict[str, Any]) -> bool:
+        flag = info.get("is_success", info.get("success"))
+        self._success_seen = bool(self._success_seen) or flag is not None
+        return bool(flag) if flag is not None else False
+
+    @property
+    def success_signal(self) -> bool | None:
+        """Whether the env reports success: True once a step's ``info`` had ``is_success`` (or
+        ``success``), False when none of the steps so far had it, None before the first step."""
+        return self._success_seen
 
     def _row_seeds(self, ids: torch.Tensor, seed: int | None) -> list[int | None]:
         if seed is None:
@@ -307,6 +317,7 @@ class GymnasiumVecEnv(EpisodeFlagsMixin):
                 self._write_obs(int(i), {k: v[i] for k, v in self._row_obs(raw).items()})
                 reward[i], terminated[i] = r[i], te[i]
                 flag = infos.get("is_success", infos.get("success"))
+                self._success_seen = bool(self._success_seen) or flag is not None
                 success[i] = bool(flag[i]) if flag is not None else False
         else:
             for i in np.nonzero(live)[0]:

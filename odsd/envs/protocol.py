@@ -17,7 +17,9 @@ Contract (all tensors on ``spec.device``, batch dimension = env rows, ``n = spec
 
 Optional capabilities are separate protocols so ``isinstance`` tells what an env supports:
 :class:`SupportsState` (``get_state``/``set_state`` for replay and query-purity checks) and
-:class:`SupportsSafeHold` (the task's safe hold action).
+:class:`SupportsSafeHold` (the task's safe hold action). An env whose ``info["success"]`` is
+always False because it has no notion of success says so with ``success_signal = False``
+(:func:`reports_success`); ``odsd check-env``, ``odsd eval`` and ``expert_demo`` then warn.
 """
 
 from __future__ import annotations
@@ -104,3 +106,10 @@ def resolve_env_ids(
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_envs):
         raise EnvContractError(f"env_ids out of range for {num_envs} rows: {ids.tolist()}")
     return ids
+
+
+def reports_success(env: VecEnv) -> bool | None:
+    """Whether ``env`` has a success signal: its optional ``success_signal`` attribute (True, False,
+    or None when it cannot tell yet); envs without the attribute are taken to report success."""
+    value = getattr(env, "success_signal", True)
+    return None if value is None else bool(value)
