@@ -90,3 +90,27 @@ def test_snapshot_reads_one_episode_of_the_damaged_segment(tmp_path: Path, kind:
         snap.episode(by_commit[1])
     assert str(damage.path) in str(exc.value)
     snap.episode(by_commit[0])
+
+
+def test_collect_commits_past_a_torn_trailing_record(tmp_path: Path) -> None:
+    """One flipped byte in the newest record does not stop `odsd collect`; fsck still tells."""
+    store = tmp_path / "store"
+    args = ["collect", "--mode", "expert_demo", "--task", "reach", "--num-envs", "2", "--max-episodes", "2"]
+    args += ["--keep-failed", "--durability", "process", "--store", str(store)]
+    first = run_odsd(*args, "--run-id", "first")
+    assert first.returncode == 0, first.stderr
+    damage = DAMAGES["torn_tail"](store)
+    before = EpisodeStore.open(store).snapshot()
+    second = run_odsd(*args, "--run-id", "second")
+    assert second.returncode == 0, second.stderr
+    assert "Traceback" not in second.stderr
+    snap = EpisodeStore.open(store).snapshot()
+    runs = [e.meta.run_id for e in snap.entries]
+    assert runs[: before.num_episodes] == ["first"] * before.num_episodes and "second" in runs
+    assert snap.watermark > before.watermark
+    report = json.loads(run_odsd("store", "fsck", store, "--json").stdout)
+    assert report["ok"], report
+    quarantined = [
+        f for f in report["findings"] if f["path"].startswith(str(damage.path.parent / "_quarantine"))
+    ]
+    assert quarantined and quarantined[0]["severity"] == "warning"
