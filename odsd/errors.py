@@ -5,6 +5,9 @@ The CLI prints any :class:`OdsdError` as one line and exits with its ``exit_code
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class OdsdError(Exception):
     """Base of every error odsd reports as one line."""
@@ -16,3 +19,27 @@ class ConfigError(OdsdError):
     """A user-supplied configuration value or flag is invalid."""
 
     exit_code = 2
+
+
+class StorageError(OdsdError):
+    """The filesystem refused a write: no space left, quota exceeded, read-only, I/O error, no permission."""
+
+    exit_code = 6
+
+
+# errno values meaning "this storage cannot take the write now", not a bug in odsd.
+STORAGE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG, errno.EACCES, errno.EPERM}
+)
+
+
+def as_storage_error(exc: BaseException) -> StorageError | None:
+    """``exc`` as a one-line :class:`StorageError` when it is an OSError of :data:`STORAGE_ERRNOS`."""
+    if isinstance(exc, StorageError):
+        return exc
+    if not isinstance(exc, OSError) or exc.errno not in STORAGE_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else "?"
+    error = StorageError(f"cannot write: {os.strerror(exc.errno).lower()} ({where})")
+    error.__cause__ = exc
+    return error

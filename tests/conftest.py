@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +23,38 @@ def features() -> dict[str, dict[str, Any]]:
 def tmp_store(tmp_path: Path, features: dict[str, dict[str, Any]]) -> EpisodeStore:
     """An empty store with ``features`` at fps 10 and process-crash durability (fast)."""
     return EpisodeStore.create(tmp_path / "store", features=features, fps=10, durability="process")
+
+
+class Tmpfs:
+    """Real small filesystems (tmpfs) under a test's ``tmp_path``, unmounted at teardown."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.mounted: list[Path] = []
+
+    def mount(self, name: str, size: str = "8m") -> Path:
+        point = self.base / name
+        point.mkdir()
+        cmd = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN): {proc.stderr.strip()}")
+        self.mounted.append(point)
+        return point
+
+    def read_only(self, point: Path) -> None:
+        """Remount ``point`` read-only (chmod does not stop root)."""
+        subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
+
+    def unmount_all(self) -> None:
+        for point in reversed(self.mounted):
+            subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
+    """``tmpfs.mount(name, size)``: a real small filesystem at ``tmp_path/name`` (skipped where
+    mounting is not permitted); ``tmpfs.read_only(point)`` remounts it read-only."""
+    mounts = Tmpfs(tmp_path)
+    yield mounts
+    mounts.unmount_all()

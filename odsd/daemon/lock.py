@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from odsd.daemon.errors import LockHeldError, RunLockIOError
+from odsd.errors import as_storage_error
 from odsd.schema.run import RunLockInfo
 from odsd.store.locking import OwnerLock, owner_lock
 
@@ -69,7 +70,9 @@ class RunLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             got = self._lock.acquire()
         except OSError as exc:
-            raise RunLockIOError(f"cannot take the run lock: {exc.strerror} ({self.path})") from None
+            raise as_storage_error(exc) or RunLockIOError(
+                f"cannot take the run lock: {exc.strerror} ({self.path})"
+            ) from None
         if not got:
             holder = self.read()
             who = (
@@ -78,6 +81,15 @@ class RunLock:
                 else "a live process (its owner information is not written yet)"
             )
             raise LockHeldError(f"{self.path}: run is locked by {who}") from None
+        try:
+            self._take_over()
+        except OSError as exc:
+            self._lock.release()
+            raise as_storage_error(exc) or RunLockIOError(
+                f"cannot take the run lock: {exc.strerror} ({self.path})"
+            ) from None
+
+    def _take_over(self) -> None:
         previous = self._lock.read_info()
         stale = _parse(previous)
         host = socket.gethostname()

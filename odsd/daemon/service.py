@@ -16,7 +16,7 @@ from odsd.daemon.resume import capture, restore, resume_config
 from odsd.daemon.run_state import RunStateStore, newest_run
 from odsd.daemon.signals import SignalHandlers
 from odsd.daemon.status import StatusWriter
-from odsd.errors import ConfigError
+from odsd.errors import ConfigError, StorageError, as_storage_error
 from odsd.schema.names import name_problem
 from odsd.store import EpisodeStore
 
@@ -96,10 +96,24 @@ class CollectService:
             try:
                 summary = collector.run(signals.stop, abort=signals.abort)
             except BaseException as exc:
-                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                self.status.update(force=True, state="failed", last_error=message, **self._fields())
+                storage = as_storage_error(exc)
+                if storage is not None:
+                    # Full disk, read-only filesystem: one line that says what is safe.
+                    p = collector.progress
+                    storage = StorageError(
+                        f"{storage}; run {collector.run_id} stopped with {p.episodes_committed} episodes "
+                        f"committed (store watermark {collector.watermark}); `odsd resume` continues it "
+                        "once the store can be written"
+                    )
+                message = str(storage or exc).splitlines()[0] if str(exc) else type(exc).__name__
+                try:
+                    self.status.update(force=True, state="failed", last_error=message, **self._fields())
+                except OSError as status_exc:  # the same full disk: the error line still says it all
+                    log.debug("could not write status.json: %s", status_exc)
                 self.notifier.stopping()
-                self._write_state("failure")
+                self._write_state("failure", quiet=storage is not None)
+                if storage is not None:
+                    raise storage from exc
                 raise
             self._write_state("shutdown")
             self.status.update(force=True, state="stopped", stop_reason=summary.stop_reason, **self._fields())
@@ -160,14 +174,16 @@ class CollectService:
         if self.on_report is not None:
             self.on_report(kind, record)
 
-    def _write_state(self, reason: str) -> None:
+    def _write_state(self, reason: str, *, quiet: bool = False) -> None:
         c = self.collector
         if c.store is None or (c.worker is not None and c.worker.failed):
             return
         try:
             self.states.write(capture(c, reason=reason, sequence=self.states.next_sequence()))
         except OSError as exc:
-            log.error("could not write the run-state manifest: %s", exc)
+            log.log(
+                logging.DEBUG if quiet else logging.ERROR, "could not write the run-state manifest: %s", exc
+            )
 
 
 def load_resume(store_path: Path, run_id: str | None, overrides: dict[str, Any]) -> tuple[CollectConfig, Any]:

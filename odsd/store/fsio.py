@@ -57,15 +57,29 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
 
 
+def _write_file(path: Path, data: bytes, *, durable: bool) -> None:
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)  # write() and fsync() errors name no file
+        raise
+
+
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix."""
     tmp = temp_path(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        _write_file(tmp, data, durable=durable)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # a full disk leaves no temporary behind
+        raise
     if durable:
         fsync_dir(path.parent)
 
@@ -78,17 +92,13 @@ def put_if_absent(path: Path, data: bytes, *, durable: bool = True) -> bool:
     replaced.
     """
     tmp = temp_path(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
     try:
+        _write_file(tmp, data, durable=durable)
         os.link(tmp, path)
     except FileExistsError:
         return False
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
     if durable:
         fsync_dir(path.parent)

@@ -88,17 +88,26 @@ def write_segment(
     tmp = final.with_name(final.name + PARTIAL_SUFFIX)
     final.parent.mkdir(parents=True, exist_ok=True)
     n_frames = next(iter(frames.values())).shape[0] if frames else 0
-    if chunk_frames is None or chunk_frames >= n_frames:
-        _write_single_chunk_group(tmp, frames, features, attributes or {})
-    else:
-        sync(_write_group(tmp, frames, features, attributes or {}, chunk_frames))
-    checksums = {name: frame_checksum(frames[name]) for name in features}
-    if durable:
-        fsync_tree(tmp)
-    os.rename(tmp, final)
-    if durable:
-        fsync_dir(final.parent)
-    return SegmentInfo(path=rel_path, n_frames=n_frames, nbytes=tree_nbytes(final), checksums=checksums)
+    try:
+        if chunk_frames is None or chunk_frames >= n_frames:
+            _write_single_chunk_group(tmp, frames, features, attributes or {})
+        else:
+            sync(_write_group(tmp, frames, features, attributes or {}, chunk_frames))
+        checksums = {name: frame_checksum(frames[name]) for name in features}
+        if durable:
+            fsync_tree(tmp)
+        os.rename(tmp, final)
+        if durable:
+            fsync_dir(final.parent)
+        nbytes = tree_nbytes(final)
+    except BaseException as exc:
+        # Nothing references the group yet: a failed write (a full disk) leaves nothing behind.
+        remove_tree(tmp)
+        remove_tree(final)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(final)  # write() and fsync() errors name no file
+        raise
+    return SegmentInfo(path=rel_path, n_frames=n_frames, nbytes=nbytes, checksums=checksums)
 
 
 def _write_single_chunk_group(

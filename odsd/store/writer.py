@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from odsd.errors import ConfigError
+from odsd.errors import ConfigError, as_storage_error
 from odsd.gcpause import gc_paused
 from odsd.schema import AddAction, CommitContext, CommitRecord, EpisodeEntry, EpisodeMeta, RemoveAction
 from odsd.schema.names import name_problem
@@ -125,7 +125,13 @@ class EpisodeWriter:
         ``writer_seq`` of a commit that is already in the log publishes nothing.
         """
         with gc_paused():
-            return self._commit(episodes, context=context, writer_seq=writer_seq)
+            try:
+                return self._commit(episodes, context=context, writer_seq=writer_seq)
+            except OSError as exc:
+                storage = as_storage_error(exc)
+                if storage is None:
+                    raise
+                raise storage from exc
 
     def _commit(
         self,
@@ -178,10 +184,19 @@ class EpisodeWriter:
         attempted: list[int] = []
         try:
             record = publish(self.store, build, attempted=attempted)
-        except BaseException:
-            if not self._linked(attempted, wseq):
+        except BaseException as exc:
+            linked = self._linked(attempted, wseq)
+            if linked is None:
                 remove_tree(self.store.root / info.path)
-            raise
+                raise
+            if not isinstance(exc, OSError):
+                raise
+            # The record is in the log: the commit happened, only what follows it (a checkpoint,
+            # a directory sync) failed. Reporting it as failed would undercount what is committed.
+            log.warning(
+                "%s: commit %d is published, but finishing it failed: %s", self.store.root, linked.seq, exc
+            )
+            record = linked
         self.next_writer_seq = max(self.next_writer_seq, wseq + 1)
         if record is None:
             remove_tree(self.store.root / info.path)
@@ -202,16 +217,16 @@ class EpisodeWriter:
         ]
         return EpisodeBatch.from_episodes(checked) if checked else EpisodeBatch(frames={}, metas=[])
 
-    def _linked(self, attempted: list[int], writer_seq: int) -> bool:
-        """Whether one of the seqs this commit tried to link holds its record (linked just before an error)."""
+    def _linked(self, attempted: list[int], writer_seq: int) -> CommitRecord | None:
+        """The record of this commit if one of the seqs it tried holds it (linked just before an error)."""
         for seq in attempted:
             try:
                 record = self.store.log.read(seq)
-            except CorruptStoreError:
+            except (CorruptStoreError, OSError):
                 continue
             if record.writer_id == self.writer_id and record.writer_seq == writer_seq:
-                return True
-        return False
+                return record
+        return None
 
     def remove(self, episode_ids: Sequence[int], *, reason: str = "manual") -> CommitResult:
         """Publish a commit that removes live episodes from all later snapshots (files stay until vacuum)."""

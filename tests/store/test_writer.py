@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from odsd.errors import StorageError
 from odsd.schema import CommitContext, EpisodeMeta
 from odsd.store import Episode, EpisodeStore, SchemaMismatchError, fsck
 from odsd.store.log import LOG_DIR, record_name
@@ -266,3 +268,40 @@ def test_interrupt_after_publication_keeps_committed_segment(
     assert fresh.watermark == 0, "the record was published before the interrupt"
     check_snapshot(fresh.snapshot())
     assert fsck(fresh).ok
+
+
+def test_a_full_filesystem_is_a_storage_error_and_leaves_no_temporaries(
+    tmpfs: Any, features: dict[str, Any]
+) -> None:
+    """ENOSPC while writing a segment: one-line StorageError (exit 6) naming the store, no
+    ``.partial`` files left, nothing committed lost."""
+    mount = tmpfs.mount("small", size="1m")
+    store = EpisodeStore.create(mount / "store", features=features, fps=10, durability="process")
+    writer = store.writer()
+    committed = 0
+    with pytest.raises(StorageError) as err:
+        for i in range(10_000):
+            writer.commit([make_episode(features, 500, seed=i)])
+            committed += 1
+    assert err.value.exit_code == 6 and "no space left on device" in str(err.value)
+    assert str(mount / "store") in str(err.value) and "\n" not in str(err.value)
+    assert committed > 0
+    assert [p for p in (mount / "store").rglob("*") if ".partial" in p.name] == []
+    snap = EpisodeStore.open(mount / "store").snapshot()
+    assert snap.num_episodes == committed
+    check_snapshot(snap)
+
+
+def test_a_commit_whose_record_is_published_counts_even_if_its_checkpoint_fails(
+    tmp_store: EpisodeStore, features: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record is in the log: the commit happened, a failure after it (a checkpoint on a full
+    disk) must not report it as failed (the collector would undercount what is committed)."""
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_store.root / "_checkpoints"))
+
+    monkeypatch.setattr(tmp_store, "maybe_checkpoint", full)
+    result = tmp_store.writer().commit([make_episode(features, 3, seed=1)])
+    assert result.seq == 0 and result.episode_ids == [0]
+    assert EpisodeStore.open(tmp_store.root).snapshot().num_episodes == 1
