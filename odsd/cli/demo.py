@@ -2,13 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from odsd.cli.output import console
+
+if TYPE_CHECKING:
+    from odsd.learn.demo import TrainProgress
+
+
+@contextmanager
+def training_progress(console: Console) -> Iterator[TrainProgress]:
+    """A progress bar per training round on a terminal; otherwise a line at every quarter."""
+    if not console.is_terminal:
+        printed: dict[str, int] = {}
+
+        def line(name: str, step: int, total: int, loss: float) -> None:
+            quarter = 4 * step // max(total, 1)  # one line per quarter of the round
+            if quarter > printed.get(name, 0):
+                printed[name] = quarter
+                console.print(f"training {name}: step {step}/{total}, loss {loss:.4f}", highlight=False)
+
+        yield line
+        return
+    bars = Progress(
+        TextColumn("training {task.fields[name]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps · loss {task.fields[loss]}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def update(name: str, step: int, total: int, loss: float) -> None:
+        if name not in tasks:
+            tasks[name] = bars.add_task(name, total=total, name=name, loss="-")
+        bars.update(tasks[name], completed=step, loss=f"{loss:.4f}")
+
+    with bars:
+        yield update
 
 
 def demo_cmd(
@@ -41,7 +83,12 @@ def demo_cmd(
         device=device,
     )
     console.print(f"odsd demo: DAgger on {task}, {iterations} iterations x {episodes_per_iteration} episodes")
-    result = run_demo(cfg, progress=lambda line: console.print(line, highlight=False))
+    with training_progress(console) as on_train_step:
+        result = run_demo(
+            cfg,
+            progress=lambda line: console.print(escape(line), highlight=False),
+            on_train_step=on_train_step,
+        )
     table = Table(title="DAgger demo summary")
     for col in (
         "iteration",

@@ -10,6 +10,7 @@ steps differ by >10 points of student-only success on ``pick_place`` (see ``docs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,11 +76,14 @@ def train_bc(
     init: ReferenceMLP | None = None,
     recent: OdsdLeRobotDataset | None = None,
     recent_fraction: float = 0.0,
+    on_step: Callable[[int, float], None] | None = None,
+    report_every: int = 50,
 ) -> ReferenceMLP:
     """Train (or continue training ``init``) on every valid label the reader serves from ``source``.
 
     Observation normalization uses the reader's frozen statistics (``meta.stats``); with
     ``recent`` a ``recent_fraction`` share of every batch is drawn from that (newer) view.
+    ``on_step(step, loss)`` is called every ``report_every`` steps and after the last one.
     """
     device = torch.device(cfg.device)
     dataset = as_dataset(source, cfg.label)
@@ -120,7 +124,7 @@ def train_bc(
         else None
     )
     model.train()
-    for _ in range(cfg.steps):
+    for step in range(1, cfg.steps + 1):
         rows = torch.randint(len(obs), (cfg.batch_size - n_recent,), generator=gen).to(device)
         batch_obs, batch_act = obs[rows], act[rows]
         if n_recent:
@@ -134,6 +138,8 @@ def train_bc(
         opt.step()
         if sched is not None:
             sched.step()
+        if on_step is not None and (step % report_every == 0 or step == cfg.steps):
+            on_step(step, float(loss.detach()))
     model.eval()
     return model
 

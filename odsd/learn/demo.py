@@ -81,8 +81,15 @@ def prepare_out(out: Path) -> None:
     (out / MARKER).write_text("made by odsd demo; deleted by the next demo run\n")
 
 
-def run_demo(cfg: DemoConfig, progress: Callable[[str], None] = print) -> DemoResult:
-    """Run the demo; ``progress`` receives one human-readable line per event."""
+TrainProgress = Callable[[str, int, int, float], None]
+"""``(snapshot name, step, total steps, loss)`` while the learner trains."""
+
+
+def run_demo(
+    cfg: DemoConfig, progress: Callable[[str], None] = print, on_train_step: TrainProgress | None = None
+) -> DemoResult:
+    """Run the demo; ``progress`` receives one human-readable line per event and ``on_train_step``
+    the training progress of each round (every 50 steps)."""
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
     prepare_out(cfg.out)
     store_path = cfg.out / "store"
@@ -109,10 +116,21 @@ def run_demo(cfg: DemoConfig, progress: Callable[[str], None] = print) -> DemoRe
             return
         collector: Collector = holder["collector"]
         dataset = OdsdLeRobotDataset(store_path)
+        name = f"v{record['iteration'] + 1}"
+        progress(f"iteration {record['iteration']}: collected; training {name} on {len(dataset)} labels")
+
+        def on_step(step: int, loss: float) -> None:
+            if on_train_step is not None:
+                on_train_step(name, step, cfg.train_steps, loss)
+
         model = train_bc(
-            dataset, collector.spec, BCConfig(steps=cfg.train_steps, seed=cfg.seed, device=cfg.device)
+            dataset,
+            collector.spec,
+            BCConfig(steps=cfg.train_steps, seed=cfg.seed, device=cfg.device),
+            on_step=on_step,
         )
         path = publish_bc(policies, model, collector.spec, dataset)
+        progress(f"evaluating {path.name} alone on {cfg.eval_episodes} episodes")
         result = evaluate_student(cfg, path, seed=10_000 + record["iteration"])
         assert collector.run_dir is not None
         append_eval_record(
