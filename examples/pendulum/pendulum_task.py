@@ -6,9 +6,11 @@ way a third-party task would: a Gymnasium wrapper sets ``info["is_success"]`` on
 has been held upright (within ``UPRIGHT_RAD`` of the top, slower than ``SLOW_RAD_S``) for
 ``HOLD_STEPS`` consecutive steps, and ends the episode there (``terminated``).
 
-Use it by import path (the directory on ``PYTHONPATH``)::
+Use it by import path (the directory on ``PYTHONPATH``), either as an odsd env factory or as a
+Gymnasium registration (Gymnasium imports ``pendulum_task``, which registers the id)::
 
     PYTHONPATH=examples/pendulum odsd check-env pendulum_task:make_env
+    PYTHONPATH=examples/pendulum odsd check-env gymnasium:pendulum_task:PendulumUpright-v0
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ class UprightSuccess(gym.Wrapper):
         return obs, reward, terminated or success, truncated, {**info, "is_success": success}
 
 
+def _make_upright(**kwargs: Any) -> gym.Env:
+    return UprightSuccess(gym.make("Pendulum-v1", **kwargs).env)
+
+
+# `gymnasium:pendulum_task:PendulumUpright-v0`: gym.make imports this module, then makes the id.
+# The TimeLimit Gymnasium adds is stripped by the adapter, which counts steps itself.
+gym.register("PendulumUpright-v0", entry_point=_make_upright, max_episode_steps=MAX_EPISODE_STEPS)
+
+
 def make_env(
     *, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, **kwargs: Any
 ) -> GymnasiumVecEnv:
@@ -56,7 +67,7 @@ def make_env(
     One wrapped ``Pendulum-v1`` per row. ``gym.make(...).env`` drops Gymnasium's ``TimeLimit``:
     the adapter counts steps itself (``max_episode_steps``) and sets ``truncated``.
     """
-    envs = [UprightSuccess(gym.make("Pendulum-v1", **kwargs).env) for _ in range(num_envs)]
+    envs = [_make_upright(**kwargs) for _ in range(num_envs)]
     return GymnasiumVecEnv(
         envs,
         task="pendulum_upright",

@@ -47,3 +47,29 @@ def test_architecture_page_names_existing_modules() -> None:
         base = (ROOT / names[0]).parent
         for name in names[1:]:
             assert (ROOT / name).exists() or (base / name).exists(), f"{row}: {name} does not exist"
+
+
+def test_plugin_path_is_documented() -> None:
+    """What a third party needs to plug in an env and an expert, found in docs/experts.md and docs/envs.md."""
+    experts = (ROOT / "docs" / "experts.md").read_text()
+    for needle in (
+        "factory(env_spec: EnvSpec, **expert_kwargs) -> Expert",
+        "ExpertSpec(name: str, version: str, kind, state_conditioned: bool)",
+        '`"planner"`',
+        '`"policy"`',
+        '`"demo"`',
+        "ExpertQuery(action, valid, confidence=None, failure=None, metadata={})",
+        "examples/pendulum",
+    ):
+        assert needle in experts, needle
+    envs = (ROOT / "docs" / "envs.md").read_text()
+    for needle in (
+        "gymnasium:<module>:<EnvId>",
+        '`"observation"`',
+        "`observation.0`",
+        "**Success signal.**",
+        'info["is_success"]',
+        "examples/pendulum",
+    ):
+        assert needle in envs, needle
+    assert (ROOT / "examples" / "pendulum" / "README.md").exists()

@@ -116,6 +116,14 @@ def test_check_env_accepts_the_example() -> None:
     assert report["spec"]["features"]["action"]["shape"] == [1]
 
 
+def test_the_gymnasium_registration_path_works_too() -> None:
+    """`gymnasium:<module>:<EnvId>`: Gymnasium imports the module (which registers the id)."""
+    report = json.loads(ok(odsd("check-env", "gymnasium:pendulum_task:PendulumUpright-v0", "--json")).stdout)
+    assert report["ok"], report["checks"]
+    assert {c["name"]: c["status"] for c in report["checks"]}["success signal"] == "ok"
+    assert report["spec"]["max_episode_steps"] == 200
+
+
 def test_expert_demo_commits_successful_demonstrations(demos: Path) -> None:
     info = json.loads(ok(odsd("store", "inspect", demos, "--json")).stdout)
     assert info["episodes"] == 16
