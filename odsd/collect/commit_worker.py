@@ -14,11 +14,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odsd.collect.finished import FinishedBatch
 from odsd.schema import CommitContext
 from odsd.store import CommitResult, Episode, EpisodeBatch, EpisodeWriter
+
+if TYPE_CHECKING:
+    from odsd.collect.config import CompactionConfig
 
 Item = Episode | EpisodeBatch | FinishedBatch
 """What a commit worker accepts: one episode, a store batch, or finished episodes from the collector."""
@@ -180,8 +183,16 @@ class CommitWorker(FlushTickets):
         queue_size: int = 256,
         context: Callable[[], CommitContext] | None = None,
         on_commit: Callable[[CommitResult, CommitStats], None] | None = None,
+        compaction: CompactionConfig | None = None,
     ) -> None:
+        from odsd.collect.auto_compact import AutoCompactor
+
         self.writer = writer
+        self.compactor = (
+            AutoCompactor(writer.store, compaction, writer_id=writer.writer_id)
+            if compaction is not None
+            else None
+        )
         self.max_batch_episodes = max_batch_episodes
         self.max_batch_age_s = max_batch_age_s
         self.context = context or CommitContext
@@ -259,3 +270,5 @@ class CommitWorker(FlushTickets):
         )
         if self.on_commit is not None:
             self.on_commit(result, stats)
+        if self.compactor is not None:
+            self.compactor.after_commit(result, frames=batch.num_frames)

@@ -16,6 +16,37 @@ from odsd.schema.names import check_name
 Mode = Literal["expert_demo", "dagger_sync", "eval"]
 
 
+class CompactionConfig(BaseModel):
+    """Auto-compaction by the writer while a run collects (``[compaction]`` in TOML).
+
+    Whenever ``min_segments`` of the run's own segments are uncompacted, the writer merges the
+    oldest of them (at most ``max_segments_per_pass`` segments, ``max_bytes_per_pass`` bytes and
+    ``shard_frames`` frames) into one shard between two commits, deletes segments it merged more
+    than ``vacuum_grace_s`` ago that no reader lease can still see, and keeps the newest
+    ``keep_checkpoints`` checkpoints. ``enabled = false`` turns all of it off.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    min_segments: int = Field(default=32, ge=2)
+    max_segments_per_pass: int = Field(default=64, ge=2)
+    max_bytes_per_pass: int = Field(default=512 * 2**20, ge=1)
+    shard_frames: int = Field(default=200_000, ge=1)
+    chunk_frames: int = Field(default=65_536, ge=1)
+    vacuum_grace_s: float = Field(default=60.0, ge=0)
+    keep_checkpoints: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> CompactionConfig:
+        if self.max_segments_per_pass < self.min_segments:
+            raise ValueError(
+                f"max_segments_per_pass ({self.max_segments_per_pass}) must be >= min_segments "
+                f"({self.min_segments}), or the uncompacted tail is not bounded"
+            )
+        return self
+
+
 class CollectConfig(BaseModel):
     """Everything that decides what a run collects. Unknown keys are rejected.
 
@@ -36,7 +67,8 @@ class CollectConfig(BaseModel):
     store: Path = Path("odsd-store")
     num_envs: int = Field(default=16, ge=1)
     device: str = "cpu"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    """Seeds the envs, mixing and the initial student (an unsigned 63-bit integer, as torch and numpy take)."""
     episodes_per_iteration: int = Field(default=64, ge=1)
     max_episodes: int | None = Field(default=None, ge=1)
     max_iterations: int | None = Field(default=None, ge=1)
@@ -66,6 +98,8 @@ class CollectConfig(BaseModel):
     (a separate ``odsd learn`` process); 0 continues at once with the newest one available."""
     torch_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads for this process (default: torch's choice)."""
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """Auto-compaction while collecting (see :class:`CompactionConfig`)."""
 
     @field_validator("run_id")
     @classmethod
@@ -75,8 +109,10 @@ class CollectConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
-        if self.device != "cpu" and not (self.device.startswith("cuda") or self.device.startswith("mps")):
-            raise ValueError(f"device must be cpu, cuda[:N] or mps, got {self.device!r}")
+        if self.device != "cpu":
+            from odsd.devices import check_device  # imports torch: not for cpu, not in the writer
+
+            check_device(self.device)
         return self
 
     @property

@@ -53,9 +53,20 @@ class EpisodeStore:
     (1, 5)
 
     ``durability="fsync"`` (default) survives power loss; ``"process"`` only process crashes.
+
+    ``index=False`` opens a handle for a process that only appends (a collector's writer): it
+    follows the log without keeping the per-episode index in memory (see :class:`StoreState`),
+    writes no checkpoints, and builds the index only transiently for :meth:`snapshot`.
     """
 
-    def __init__(self, root: Path, manifest: StoreManifest, *, durability: Durability | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        manifest: StoreManifest,
+        *,
+        durability: Durability | None = None,
+        index: bool = True,
+    ) -> None:
         durability = durability or manifest.durability
         if durability not in ("fsync", "process"):
             raise ValueError(f"durability must be 'fsync' or 'process', not {durability!r}")
@@ -66,6 +77,9 @@ class EpisodeStore:
         self._lock = threading.RLock()
         self._state: StoreState | None = None
         self._torn: TornRecord | None = None
+        self.index = index
+        self._checkpoint_seq = -1
+        """Seq of the newest checkpoint this handle read or wrote (-1: none)."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -78,6 +92,7 @@ class EpisodeStore:
         fps: float,
         robot_type: str | None = None,
         durability: Durability = "fsync",
+        index: bool = True,
     ) -> EpisodeStore:
         """Create a new, empty store at ``path`` (the directory may exist but must hold no store)."""
         root = Path(path)
@@ -101,10 +116,12 @@ class EpisodeStore:
             raise StoreExistsError(f"{root}: a store already exists here")
         if durability == "fsync":
             fsync_dir(root)
-        return cls(root, manifest, durability=durability)
+        return cls(root, manifest, durability=durability, index=index)
 
     @classmethod
-    def open(cls, path: str | Path, *, durability: Durability | None = None) -> EpisodeStore:
+    def open(
+        cls, path: str | Path, *, durability: Durability | None = None, index: bool = True
+    ) -> EpisodeStore:
         """Open an existing store; refuses unknown format versions and damaged manifests.
 
         ``durability`` overrides the store's default (recorded at creation) for this handle.
@@ -139,7 +156,7 @@ class EpisodeStore:
         if not (root / LOG_DIR).is_dir():
             # Without its log a store would read as empty: every committed episode silently gone.
             raise CorruptStoreError(f"{root / LOG_DIR}: commit log directory is missing")
-        return cls(root, manifest, durability=durability)
+        return cls(root, manifest, durability=durability, index=index)
 
     @classmethod
     def open_or_create(
@@ -150,17 +167,23 @@ class EpisodeStore:
         fps: float,
         robot_type: str | None = None,
         durability: Durability | None = None,
+        index: bool = True,
     ) -> EpisodeStore:
         """Open the store at ``path`` if there is one (its schema must match), else create it."""
         root = Path(path)
         if not (root / MANIFEST).exists():
             try:
                 return cls.create(
-                    root, features=features, fps=fps, robot_type=robot_type, durability=durability or "fsync"
+                    root,
+                    features=features,
+                    fps=fps,
+                    robot_type=robot_type,
+                    durability=durability or "fsync",
+                    index=index,
                 )
             except StoreExistsError:
                 pass
-        store = cls.open(root, durability=durability)
+        store = cls.open(root, durability=durability, index=index)
         store.check_schema(features, fps=fps)
         return store
 
@@ -204,9 +227,14 @@ class EpisodeStore:
             if self._state is None:
                 ckpt = self.log.newest_checkpoint()
                 self._state = StoreState.from_checkpoint(ckpt) if ckpt else StoreState()
+                self._checkpoint_seq = ckpt.seq if ckpt else -1
+                if not self.index:
+                    self._state = self._state.without_index()
             records, self._torn = self.log.read_tail(self._state.seq)
             for record in records:
                 self._state.apply(record, str(self.log.path(record.seq)))
+            if records:
+                self._checkpoint_if_behind(self._state)
             return self._state
 
     @property
@@ -219,7 +247,7 @@ class EpisodeStore:
         latest = self.refresh()
         if watermark > latest.seq:
             raise StoreError(f"{self.root}: watermark {watermark} is beyond the log's end ({latest.seq})")
-        if watermark == latest.seq:
+        if watermark == latest.seq and latest.indexed:
             return latest.copy()
         ckpt = self.log.newest_checkpoint(at_most=watermark)
         state = StoreState.from_checkpoint(ckpt) if ckpt else StoreState()
@@ -228,6 +256,12 @@ class EpisodeStore:
             state.apply(record, str(self.log.path(record.seq)))
         return state
 
+    def latest_state(self) -> StoreState:
+        """A private copy of the newest state, with its episode index (even for ``index=False``)."""
+        with self._lock:
+            latest = self.refresh()
+            return latest.copy() if latest.indexed else self.state_at(latest.seq)
+
     @property
     def watermark(self) -> int:
         """Highest seq with every lower record present (-1 for an empty store)."""
@@ -235,9 +269,29 @@ class EpisodeStore:
 
     def maybe_checkpoint(self, state: StoreState) -> None:
         """Write a checkpoint when ``state.seq`` is on the configured interval (best effort)."""
-        if state.seq >= 0 and (state.seq + 1) % self.manifest.checkpoint_interval == 0:
-            with contextlib.suppress(OSError):
-                self.log.write_checkpoint(state.to_checkpoint())
+        if state.indexed and state.seq >= 0 and (state.seq + 1) % self.manifest.checkpoint_interval == 0:
+            self._write_checkpoint(state)
+
+    def _checkpoint_if_behind(self, state: StoreState) -> None:
+        """Checkpoint a state that replayed ``checkpoint_interval`` records past the newest checkpoint.
+
+        Writers opened with ``index=False`` write no checkpoints, so whoever holds the index (a
+        reader, a maintenance command) writes them when it had to replay that many records.
+        """
+        interval = self.manifest.checkpoint_interval
+        if not state.indexed or state.seq - self._checkpoint_seq < interval:
+            return
+        with contextlib.suppress(OSError):
+            newest = max(self.log.checkpoint_seqs(), default=-1)
+            if newest > self._checkpoint_seq:
+                self._checkpoint_seq = newest
+            if state.seq - self._checkpoint_seq >= interval:
+                self._write_checkpoint(state)
+
+    def _write_checkpoint(self, state: StoreState) -> None:
+        with contextlib.suppress(OSError):
+            self.log.write_checkpoint(state.to_checkpoint())
+            self._checkpoint_seq = max(self._checkpoint_seq, state.seq)
 
     # -- factories -----------------------------------------------------------------------------
 
@@ -253,7 +307,7 @@ class EpisodeStore:
         # The lease exists (protecting everything) before the state is pinned, then narrows to it.
         handle = LeaseHandle(self.root, -1) if lease else None
         with self._lock:
-            state = self.refresh().copy() if watermark is None else self.state_at(watermark)
+            state = self.latest_state() if watermark is None else self.state_at(watermark)
         return Snapshot(self, state, lease=handle)
 
     def __repr__(self) -> str:

@@ -14,6 +14,11 @@ class StoreState:
 
     ``seq == -1`` is the empty store. Applying a record validates it against the state, so a
     record that removes an episode that is not live, or re-uses an id, is reported as corruption.
+
+    An ``indexed=False`` state (what a writer that only appends needs) follows the log without the
+    per-episode index: it keeps ``seq``, ``next_episode_id`` and ``writer_seqs`` (one entry per
+    writer id, not per episode), so its memory does not grow with the store. It checks sequence
+    and appended-id continuity only; it cannot be checkpointed or snapshotted.
     """
 
     seq: int = -1
@@ -23,6 +28,7 @@ class StoreState:
     segment_refs: dict[str, int] = field(default_factory=dict)
     dead_segments: dict[str, tuple[int, str]] = field(default_factory=dict)
     writer_seqs: dict[str, int] = field(default_factory=dict)
+    indexed: bool = True
 
     @classmethod
     def from_checkpoint(cls, ckpt: Checkpoint) -> StoreState:
@@ -38,7 +44,18 @@ class StoreState:
             state.segment_refs[entry.segment] = state.segment_refs.get(entry.segment, 0) + 1
         return state
 
+    def without_index(self) -> StoreState:
+        """The same position in the log without the per-episode index (see the class docstring)."""
+        return StoreState(
+            seq=self.seq,
+            next_episode_id=self.next_episode_id,
+            writer_seqs=dict(self.writer_seqs),
+            indexed=False,
+        )
+
     def to_checkpoint(self) -> Checkpoint:
+        if not self.indexed:
+            raise ValueError("a state without the episode index cannot be checkpointed")
         return Checkpoint(
             seq=self.seq,
             next_episode_id=self.next_episode_id,
@@ -57,6 +74,7 @@ class StoreState:
             segment_refs=dict(self.segment_refs),
             dead_segments=dict(self.dead_segments),
             writer_seqs=dict(self.writer_seqs),
+            indexed=self.indexed,
         )
 
     def is_duplicate(self, writer_id: str, writer_seq: int) -> bool:
@@ -65,6 +83,9 @@ class StoreState:
     def apply(self, record: CommitRecord, where: str = "") -> None:
         if record.seq != self.seq + 1:
             raise CorruptStoreError(f"{where}: record seq {record.seq} follows {self.seq}")
+        if not self.indexed:
+            self._apply_unindexed(record, where)
+            return
         for remove in record.removes:
             for episode_id in remove.episode_ids:
                 entry = self.episodes.pop(episode_id, None)
@@ -97,6 +118,21 @@ class StoreState:
                 self.segment_refs[add.segment.path] = self.segment_refs.get(add.segment.path, 0) + 1
             if not add.episodes:
                 self.dead_segments[add.segment.path] = (record.seq, record.timestamp)
+        self.next_episode_id = next_id
+        prev = self.writer_seqs.get(record.writer_id, -1)
+        self.writer_seqs[record.writer_id] = max(prev, record.writer_seq)
+        self.seq = record.seq
+
+    def _apply_unindexed(self, record: CommitRecord, where: str) -> None:
+        next_id = self.next_episode_id
+        if record.kind == "append":
+            for add in record.adds:
+                for entry in add.episodes:
+                    if entry.episode_id != next_id:
+                        raise CorruptStoreError(
+                            f"{where}: appends episode id {entry.episode_id}, expected {next_id}"
+                        )
+                    next_id += 1
         self.next_episode_id = next_id
         prev = self.writer_seqs.get(record.writer_id, -1)
         self.writer_seqs[record.writer_id] = max(prev, record.writer_seq)

@@ -1,0 +1,317 @@
+"""Auto-compaction by the collector's writer: the store's file count stays proportional to its data.
+
+Every commit adds a segment (a Zarr group: a directory, its ``zarr.json`` and per field a
+directory, a ``zarr.json`` and a chunk). The writer merges its own recent segments into shards
+between two commits, off the collection loop::
+
+    compactor = AutoCompactor(store, config.compaction, writer_id=writer.writer_id)
+    result = writer.commit(batch)
+    compactor.after_commit(result, frames=batch.num_frames)   # a pass when one is due
+
+A pass is due once ``min_segments`` of the writer's segments are uncompacted (the *tail*). It
+merges the oldest ones (at most ``max_segments_per_pass`` segments, ``max_bytes_per_pass`` bytes,
+``shard_frames`` frames) into one shard with one ``compact`` commit (the protocol of
+``odsd store compact``: episodes keep their ids and metadata; readers on older snapshots keep
+reading the old segments). Merged segments are deleted ``vacuum_grace_s`` after the compaction
+commit, and only when no reader lease pins a watermark before it. Old checkpoints beyond the
+newest ``keep_checkpoints`` are deleted. Nothing here holds more than the tail's few numbers per
+segment in memory, and a pass reads at most one shard's worth of data.
+
+A SIGKILL at any moment loses nothing: an unpublished shard is an unreferenced directory
+(``odsd store fsck --repair`` removes it), and a published compaction leaves the old segments
+merely dead (``odsd store vacuum`` deletes them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from odsd.schema import AddAction, CommitRecord, EpisodeEntry, RemoveAction
+from odsd.store.errors import CommitConflictError
+from odsd.store.leases import active_leases
+from odsd.store.log import LOG_DIR, checkpoint_name
+from odsd.store.segments import read_field, remove_tree, write_segment
+from odsd.store.writer import publish
+
+if TYPE_CHECKING:
+    from odsd.collect.config import CompactionConfig
+    from odsd.store import CommitResult, EpisodeStore
+    from odsd.store.state import StoreState
+
+log = logging.getLogger("odsd.collect")
+
+
+@dataclass(frozen=True)
+class _TailSegment:
+    seq: int
+    path: str
+    n_frames: int
+
+
+@dataclass(frozen=True)
+class _Merged:
+    seq: int
+    at: float
+    paths: tuple[str, ...]
+
+
+class AutoCompactor:
+    """Compacts the segments one writer commits (see the module docstring)."""
+
+    def __init__(self, store: EpisodeStore, config: CompactionConfig, *, writer_id: str) -> None:
+        self.store = store
+        self.config = config
+        # One compactor id per writer: the store's idempotency keys grow per run, not per pass.
+        self.writer_id = f"{writer_id}-compact"
+        state = store.refresh()
+        self._next_wseq = state.writer_seqs.get(self.writer_id, -1) + 1
+        self._scanned = state.seq
+        """Every record up to here was checked for removes of tail episodes."""
+        self._own: set[int] = set()
+        """Seqs after ``_scanned`` published by this writer or compactor (no need to read them)."""
+        self._removed: set[int] = set()
+        """Episode ids other writers removed (retention, deletes) while still in the tail."""
+        self.tail: deque[_TailSegment] = deque()
+        self.merged: deque[_Merged] = deque()
+        self.passes = 0
+        self.segments_compacted = 0
+        self._retry_after = 0
+        self._commits = 0
+
+    def after_commit(self, result: CommitResult, *, frames: int) -> None:
+        """Note the writer's commit, then compact, vacuum and prune if due (errors are logged)."""
+        if not self.config.enabled or result.seq is None or result.segment is None:
+            return
+        self._commits += 1
+        self._own.add(result.seq)
+        self.tail.append(_TailSegment(result.seq, result.segment, frames))
+        if len(self.tail) >= self.config.min_segments and self._commits >= self._retry_after:
+            try:
+                self.run_pass()
+            except Exception as exc:  # compaction is maintenance: collection goes on
+                log.warning("auto-compaction pass failed (retried later): %s", exc)
+                self._retry_after = self._commits + self.config.min_segments
+        self.vacuum()
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def _scan(self, upto: int) -> None:
+        """Read the records other writers published up to ``upto`` and note their removes."""
+        for seq in range(self._scanned + 1, upto + 1):
+            if seq in self._own:
+                continue
+            record = self.store.log.read(seq)
+            for remove in record.removes:
+                self._removed.update(remove.episode_ids)
+        self._own = {s for s in self._own if s > upto}
+        self._scanned = max(self._scanned, upto)
+
+    def _take_group(self) -> list[tuple[_TailSegment, AddAction]]:
+        """The oldest tail segments that fit one shard (removed from the tail)."""
+        cfg = self.config
+        group: list[tuple[_TailSegment, AddAction]] = []
+        frames = nbytes = 0
+        while self.tail and len(group) < cfg.max_segments_per_pass:
+            seg = self.tail[0]
+            add = next(a for a in self.store.log.read(seg.seq).adds if a.segment.path == seg.path)
+            if group and (
+                frames + seg.n_frames > cfg.shard_frames
+                or nbytes + add.segment.nbytes > cfg.max_bytes_per_pass
+            ):
+                break
+            self.tail.popleft()
+            if any(e.episode_id in self._removed for e in add.episodes):
+                continue  # partly removed by another writer: left to `odsd store compact`
+            group.append((seg, add))
+            frames += seg.n_frames
+            nbytes += add.segment.nbytes
+        return group
+
+    def run_pass(self) -> int:
+        """Merge the oldest tail segments into one shard; returns how many segments were merged."""
+        self._scan(self.store.refresh().seq)
+        group = self._take_group()
+        if len(group) < 2:
+            return 0  # a single segment already holds about a shard's worth of frames
+        try:
+            merged = self._merge(group)
+        except BaseException:
+            self.tail.extendleft(seg for seg, _ in reversed(group))  # tried again at the next pass
+            raise
+        if not merged:
+            self.tail.extendleft(seg for seg, _ in reversed(group))
+        return merged
+
+    def _merge(self, group: list[tuple[_TailSegment, AddAction]]) -> int:
+        root = self.store.root
+        features = self.store.features
+        paths = [seg.path for seg, _ in group]
+        frames = {name: np.concatenate([read_field(root, path, name) for path in paths]) for name in features}
+        rel_path = f"shards/{uuid.uuid4().hex[:16]}"
+        info = write_segment(
+            root,
+            rel_path,
+            frames,
+            features,
+            chunk_frames=self.config.chunk_frames,
+            durable=self.store.durable,
+        )
+        del frames
+        entries: list[EpisodeEntry] = []
+        offset = 0
+        for _, add in group:
+            for entry in sorted(add.episodes, key=lambda e: e.offset):
+                entries.append(
+                    entry.model_copy(update={"segment": rel_path, "offset": offset + entry.offset})
+                )
+            offset += add.segment.n_frames
+        ids = [e.episode_id for e in entries]
+        wseq = self._next_wseq
+
+        def build(current: StoreState, seq: int) -> CommitRecord:
+            self._scan(current.seq)
+            if any(i in self._removed for i in ids):
+                raise CommitConflictError(f"{root}: episodes removed during auto-compaction; shard dropped")
+            return CommitRecord(
+                seq=seq,
+                kind="compact",
+                writer_id=self.writer_id,
+                writer_seq=wseq,
+                first_episode_id=current.next_episode_id,
+                removes=[RemoveAction(episode_ids=ids, reason="compaction")],
+                adds=[AddAction(segment=info, episodes=entries)],
+            )
+
+        try:
+            record = publish(self.store, build)
+        except CommitConflictError as exc:
+            remove_tree(root / rel_path)
+            log.warning("%s", exc)
+            return 0
+        except BaseException:
+            remove_tree(root / rel_path)
+            raise
+        assert record is not None
+        self._next_wseq = wseq + 1
+        self._own.add(record.seq)
+        self.merged.append(_Merged(record.seq, time.monotonic(), tuple(paths)))
+        self._removed = {i for i in self._removed if i > max(ids)} if self.tail else set()
+        self.passes += 1
+        self.segments_compacted += len(group)
+        self.prune_checkpoints()
+        return len(group)
+
+    # -- deleting what compaction made dead ---------------------------------------------------
+
+    def vacuum(self) -> int:
+        """Delete merged segments whose grace passed and that no reader lease can see."""
+        grace = self.config.vacuum_grace_s
+        now = time.monotonic()
+        if not self.merged or now - self.merged[0].at < grace:
+            return 0
+        oldest_pin = min((lease.watermark for lease in active_leases(self.store.root)), default=None)
+        deleted = 0
+        while self.merged and now - self.merged[0].at >= grace:
+            merged = self.merged[0]
+            if oldest_pin is not None and oldest_pin < merged.seq:
+                break  # a reader pinned before the compaction still reads these segments
+            for path in merged.paths:
+                remove_tree(self.store.root / path)
+            deleted += len(merged.paths)
+            self.merged.popleft()
+        return deleted
+
+    def prune_checkpoints(self) -> int:
+        """Keep the newest ``keep_checkpoints`` checkpoints (the records they summarize remain)."""
+        seqs = self.store.log.checkpoint_seqs()
+        old = seqs[: -self.config.keep_checkpoints]
+        for seq in old:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.store.log.dir / checkpoint_name(seq))
+        return len(old)
+
+
+# -- the bound ----------------------------------------------------------------------------------
+
+
+def entries_per_segment(num_fields: int) -> int:
+    """Files and directories of a single-chunk segment: its directory and ``zarr.json``, and per
+    field a directory, a ``zarr.json`` and one chunk."""
+    return 2 + 3 * num_fields
+
+
+def entries_per_shard(num_fields: int, n_frames: int, chunk_frames: int) -> int:
+    """Files and directories of a shard of ``n_frames`` frames (``ceil(n / chunk)`` chunks per field)."""
+    return 2 + num_fields * (2 + max(1, math.ceil(n_frames / chunk_frames)))
+
+
+def _recent_records(log_dir: Path, names: list[str], window_s: float) -> int:
+    """How many of the (sorted) record files were published in the last ``window_s`` seconds."""
+    cutoff = time.time() - window_s
+    count = 0
+    for name in reversed(names):
+        try:
+            if os.stat(log_dir / name).st_mtime < cutoff:
+                break
+        except FileNotFoundError:
+            continue
+        count += 1
+    return count
+
+
+def file_bound(store_root: str | Path, config: CompactionConfig, *, writers: int = 1) -> int:
+    """The most files and directories a store collected with auto-compaction can hold now.
+
+    ``P·(2T + A + writers) + S·Q + R + K + 2 + other``, where
+
+    - ``P = 2 + 3F`` entries per segment (``F`` fields), ``T = min_segments`` (the uncompacted tail
+      stays below it; segments merged by the passes of the last ``T`` commits are counted again
+      while they wait for their grace), ``A`` = records published in the last
+      ``vacuum_grace_s + 10`` seconds (segments merged but still in their grace period), plus one
+      in-flight segment per writer;
+    - ``S`` shards (plus one in flight) of at most ``Q = 2 + F·(2 + ceil(shard_frames /
+      chunk_frames))`` entries each: one shard per ``shard_frames`` frames (or per
+      ``max_segments_per_pass`` segments) — proportional to the data, not to the commits;
+    - ``R`` commit records (one per commit: the log is the store's history, never compacted),
+      ``K = keep_checkpoints`` checkpoints, the ``_log`` and ``segments`` directories;
+    - ``other``: the manifest, ``shards/``, ``segments/<writer>/`` directories, ``runs/`` (each run
+      keeps its newest 20 run-state manifests), ``policies/`` and ``_leases/``, counted as they are.
+    """
+    from odsd.schema import StoreManifest
+
+    root = Path(store_root)
+    manifest = StoreManifest.model_validate_json((root / "odsd.json").read_bytes())
+    fields = len(manifest.features)
+    log_dir = root / LOG_DIR
+    records = sorted(n for n in os.listdir(log_dir) if n.endswith(".json") and n[0].isdigit())
+    recent = _recent_records(log_dir, records, config.vacuum_grace_s + 10.0)
+    shards = [p for p in (root / "shards").iterdir()] if (root / "shards").is_dir() else []
+    per_segment = entries_per_segment(fields)
+    per_shard = entries_per_shard(fields, config.shard_frames, config.chunk_frames)
+    other = 1 + (1 if shards else 0)  # odsd.json, shards/
+    seg_root = root / "segments"
+    if seg_root.is_dir():
+        other += sum(1 for _ in seg_root.iterdir())  # one directory per writer
+    for name in ("runs", "policies", "_leases"):
+        if (root / name).exists():
+            other += 1 + sum(len(d) + len(f) for _, d, f in os.walk(root / name))
+    segments = 2 * config.min_segments + recent + writers
+    return (
+        per_segment * segments
+        + per_shard * (len(shards) + 1)
+        + len(records)
+        + config.keep_checkpoints
+        + 2
+        + other
+    )
