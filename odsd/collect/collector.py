@@ -46,6 +46,9 @@ log = logging.getLogger("odsd.collect")
 NO_SUCCESS_WARNING_EPISODES = 100
 """A run that commits only successes warns after this many finished episodes in a row without one."""
 
+PER_ITERATION_KEPT = 100
+"""Iteration summaries a collector keeps for :class:`RunSummary` (all go to ``metrics.jsonl``)."""
+
 
 @dataclass
 class Progress:
@@ -74,6 +77,7 @@ class RunSummary:
     elapsed_s: float
     stop_reason: str
     per_iteration: list[dict[str, Any]] = field(default_factory=list)
+    """The newest :data:`PER_ITERATION_KEPT` iterations (``iterations`` counts them all)."""
 
 
 def new_run_id() -> str:
@@ -137,6 +141,7 @@ class Collector:
                 fps=self.spec.control_hz,
                 robot_type=self.spec.task,
                 durability=config.durability,
+                index=False,  # the collector only appends: no per-episode index in memory
             )
         self.run_dir = self.store.root / "runs" / self.run_id if self.store else None
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl" if self.run_dir else None)
@@ -157,7 +162,9 @@ class Collector:
         self._lock = threading.Lock()
         self.window = MetricsWindow()
         self.iteration_window = MetricsWindow()
-        self.per_iteration: list[dict[str, Any]] = []
+        # The newest iterations' summaries (for the end-of-run table); a daemon runs thousands.
+        self.per_iteration: deque[dict[str, Any]] = deque(maxlen=PER_ITERATION_KEPT)
+        self.iterations_recorded = 0
         self.last_error: str | None = None
         self.eval_episodes: list[EpisodeMeta] = []
         self._eval_count = 0
@@ -333,7 +340,7 @@ class Collector:
         return RunSummary(
             run_id=self.run_id,
             mode=self.config.mode,
-            iterations=len(self.per_iteration),
+            iterations=self.iterations_recorded,
             episodes_finished=finished,
             episodes_committed=self.progress.episodes_committed,
             frames_committed=self.progress.frames_committed,
@@ -341,7 +348,7 @@ class Collector:
             watermark=watermark,
             elapsed_s=time.monotonic() - started,
             stop_reason=stop_reason,
-            per_iteration=self.per_iteration,
+            per_iteration=list(self.per_iteration),
         )
 
     def _start_worker(self, store: EpisodeStore) -> CommitWorker | CommitProcess:
@@ -354,6 +361,7 @@ class Collector:
             "queue_size": self.config.queue_size,
             "context": self._commit_context,
             "on_commit": self._on_commit,
+            "compaction": self.config.compaction,
         }
         if self.config.writer == "process":
             if not multiprocessing.current_process().daemon:
@@ -683,6 +691,7 @@ class Collector:
         summary = window.summary()
         summary.update(iteration=self.progress.iteration, beta=self.beta, policy_version=self.policy_version)
         self.per_iteration.append(summary)
+        self.iterations_recorded += 1
         self._report("iteration", summary)
 
     def _report(self, kind: str, data: dict[str, Any]) -> None:

@@ -69,6 +69,7 @@ class CommitProcess(FlushTickets):
         queue_size: int = 256,
         context: Callable[[], CommitContext] | None = None,
         on_commit: Callable[[CommitResult, CommitStats], None] | None = None,
+        compaction: Any = None,
     ) -> None:
         self.writer_id = writer_id
         self.context = context or CommitContext
@@ -91,6 +92,7 @@ class CommitProcess(FlushTickets):
                 max_batch_age_s,
                 self._inbox,
                 self._outbox,
+                compaction.model_dump() if compaction is not None else None,
             ),
             name="odsd-writer",
             daemon=True,
@@ -239,14 +241,23 @@ def _child_main(
     max_batch_age_s: float,
     inbox: Any,
     outbox: Any,
+    compaction: dict[str, Any] | None = None,
 ) -> None:
     parent = os.getppid()  # DieWithParent checked it is the collector
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
+        from odsd.collect.auto_compact import AutoCompactor
+        from odsd.collect.config import CompactionConfig
         from odsd.store import EpisodeStore
 
-        writer = EpisodeStore.open(store_root).writer(run_id=run_id, writer_id=writer_id)
+        # Without the episode index: the writer's memory does not grow with the store.
+        writer = EpisodeStore.open(store_root, index=False).writer(run_id=run_id, writer_id=writer_id)
+        compactor = (
+            AutoCompactor(writer.store, CompactionConfig.model_validate(compaction), writer_id=writer_id)
+            if compaction is not None
+            else None
+        )
     except BaseException as exc:
         outbox.put(("error", _picklable_type(exc), str(exc)))
         return
@@ -277,6 +288,8 @@ def _child_main(
             latency_s=time.perf_counter() - start,
         )
         outbox.put(("commit", result, stats, len(parts)))
+        if compactor is not None:
+            compactor.after_commit(result, frames=batch.num_frames)
 
     def on_control(control: tuple) -> None:
         if control[0] == FLUSH:

@@ -222,7 +222,7 @@ class Snapshot:
     def refresh(self) -> Snapshot:
         """A snapshot at the newest watermark that reuses this one's loaded segment data."""
         lease = LeaseHandle(self.store.root, -1) if self._lease is not None else None
-        state = self.store.refresh().copy()
+        state = self.store.latest_state()
         new = Snapshot(
             self.store, state, lease=lease, reuse=self._segment_arrays, reuse_layouts=self._layouts
         )
