@@ -1,26 +1,52 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   run the main job on the built-in default
 #   make test   run the whole test suite (ruff included)
-# Both create .venv when it is missing.
+# Both create what they need when it is missing.
+#
+# Environments, both installed by uv from one lock file (requirements/lock.txt):
+#   .venv          the default: the newest Python >= 3.12 here (3.13, else 3.12; PATH, then pyenv),
+#                  LeRobot 0.6; with no such Python, Python 3.11 with LeRobot 0.4.4 (said in one line)
+#   .venv-lerobot04  Python 3.11 with LeRobot 0.4.4: `make test` runs the LeRobot tests on it too
+#                  (COMPAT=0 leaves it out)
 
-PYTHON ?= python3
 VENV ?= .venv
-PY := $(VENV)/bin/python
-# The dev environment has every extra: lerobot 0.4.4 pins torch<2.11 and brings torch 2.10
-# (runs on CPU or CUDA). For a lighter environment without LeRobot, e.g. on a CPU-only box:
-#   make venv EXTRAS=dev,gym,report TORCH_SPEC=torch==2.13.0
-EXTRAS ?= dev,gym,report,lerobot
-TORCH_SPEC ?=
+COMPAT_VENV ?= .venv-lerobot04
+COMPAT ?= 1
+LOCK := requirements/lock.txt
+EXTRAS := --extra dev --extra gym --extra report --extra lerobot
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv demo test lint schemas clean-venv
+NEW_PYTHON := $(shell tools/find-python 3.13 3.12)
+OLD_PYTHON := $(shell tools/find-python 3.11)
+DEFAULT_PYTHON ?= $(or $(NEW_PYTHON),$(OLD_PYTHON))
+COMPAT_TESTS := $(if $(and $(NEW_PYTHON),$(filter 1,$(COMPAT))),compat-test)
+
+.PHONY: venv compat-venv demo test compat-test lint lock schemas clean-venv
+
+$(UV):
+	@test -n "$(DEFAULT_PYTHON)" || { echo "odsd: no Python 3.11, 3.12 or 3.13 found (PATH or pyenv)"; exit 1; }
+	$(DEFAULT_PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(if $(TORCH_SPEC),$(PY) -m pip install --quiet "$(TORCH_SPEC)")
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(UV)
+	@$(if $(NEW_PYTHON),,echo "odsd: no Python >= 3.12 here; the default environment is Python 3.11 with LeRobot 0.4.4")
+	$(UV) venv --quiet --clear --python $(DEFAULT_PYTHON) $(VENV)
+	$(UV) pip sync --quiet --python $(VENV)/bin/python $(LOCK)
+	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e .
+	touch $@
+
+compat-venv: $(COMPAT_VENV)/.installed
+
+$(COMPAT_VENV)/.installed: pyproject.toml $(LOCK) | $(UV)
+	@test -n "$(OLD_PYTHON)" || { echo "odsd: the LeRobot 0.4.4 tests need Python 3.11 (or run make test COMPAT=0)"; exit 1; }
+	$(UV) venv --quiet --clear --python $(OLD_PYTHON) $(COMPAT_VENV)
+	$(UV) pip sync --quiet --python $(COMPAT_VENV)/bin/python $(LOCK)
+	$(UV) pip install --quiet --python $(COMPAT_VENV)/bin/python --no-deps -e .
 	touch $@
 
 demo: venv
@@ -30,11 +56,21 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: venv lint
+test: venv lint $(if $(COMPAT_TESTS),compat-venv)
 	$(VENV)/bin/python -m pytest -q
+	$(if $(COMPAT_TESTS),$(MAKE) --no-print-directory compat-test)
+
+# The LeRobot tests (reader, export, ACT, lerobot-train) on Python 3.11 with LeRobot 0.4.4.
+compat-test: compat-venv
+	$(COMPAT_VENV)/bin/python -m pytest -q tests/lerobot
+
+# Re-resolve requirements/lock.txt after a change to the dependencies in pyproject.toml.
+lock: | $(UV)
+	$(UV) pip compile --quiet --universal --python-version 3.11 $(EXTRAS) pyproject.toml \
+		--custom-compile-command "make lock" -o $(LOCK)
 
 schemas: venv
-	$(PY) -m odsd.schema.export schemas
+	$(VENV)/bin/python -m odsd.schema.export schemas
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(COMPAT_VENV) $(TOOLS)

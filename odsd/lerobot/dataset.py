@@ -193,12 +193,12 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             total_episodes=len(view.entries),
             total_frames=view.num_frames,
             total_tasks=len(view.tasks),
-            extra=self.provenance(version=version, stats_watermark=stats_wm, watermark=view.watermark),
         )
         self.meta = OdsdDatasetMeta(
             repo_id=self.repo_id,
             root=self.root,
             info=info,
+            provenance=self.provenance(version=version, stats_watermark=stats_wm, watermark=view.watermark),
             stats=stats,
             task_names=list(view.tasks),
             episodes=episode_table(view),

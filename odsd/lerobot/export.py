@@ -2,9 +2,10 @@
 
 Written in bulk, never frame by frame: every data file is one ``pyarrow`` table built from whole
 columns (the reader's own columns, so an export holds exactly what :class:`OdsdLeRobotDataset`
-serves), metadata through LeRobot's helpers (``write_info``, ``write_stats``, ``write_tasks``)::
+serves), metadata through LeRobot's helpers (``write_info``, ``write_stats``, ``write_tasks``, by
+way of :mod:`odsd.lerobot.compat`)::
 
-    OUT/meta/info.json  meta/stats.json  meta/tasks.parquet
+    OUT/meta/info.json  meta/stats.json  meta/tasks.parquet  meta/odsd.json
     OUT/meta/episodes/chunk-000/file-000.parquet
     OUT/data/chunk-000/file-000.parquet ...
 
@@ -12,7 +13,12 @@ Data files roll over at ``data_files_size_in_mb`` (uncompressed, LeRobot's measu
 ``chunks_size`` files, with whole episodes per file. The directory is built under a hidden
 temporary name next to ``OUT`` and renamed into place only when complete, so an interrupted
 export leaves no loadable dataset at ``OUT`` (and, with ``overwrite``, the old one stays until
-the new one is complete).
+the new one is complete). Temporaries carry the exporting pid in their name; the next export of
+the same ``OUT`` removes those whose process is gone.
+
+Provenance (store id, watermark, label, selection, statistics version) goes to ``meta/odsd.json``
+and per-episode ``odsd/*`` columns, where both LeRobot lines keep it: ``info.json`` holds only the
+fields LeRobot's ``DatasetInfo`` knows.
 
 The exported episodes are the selected episodes, or with ``Selection(segments=...)`` and/or
 ``failure_focused`` one LeRobot episode per matching segment clip (:mod:`odsd.lerobot.units`).
@@ -22,7 +28,9 @@ Needs the ``odsd[lerobot]`` extra (pyarrow, pandas and LeRobot's metadata helper
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import os
 import shutil
 import time
@@ -35,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from odsd.errors import ConfigError, OdsdError
+from odsd.lerobot import compat
 from odsd.lerobot.selection import Selection
 from odsd.lerobot.stats import episode_stats
 from odsd.lerobot.units import Unit, export_unit
@@ -42,6 +51,9 @@ from odsd.store import EpisodeStore
 from odsd.store.fsio import fsync_dir, fsync_tree
 
 PARTIAL_MARK = ".odsd-export-partial"
+OLD_MARK = ".odsd-export-old"
+PROVENANCE_PATH = "meta/odsd.json"
+log = logging.getLogger("odsd.lerobot")
 
 
 class ExportExistsError(OdsdError):
@@ -71,19 +83,10 @@ class ExportResult:
         return self.frames / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _require_lerobot() -> Any:
-    try:
-        import lerobot.datasets.utils as lr_utils
-    except ImportError as exc:
-        raise ConfigError(
-            "export-lerobot needs the lerobot extra (pip install 'odsd[lerobot]'; lerobot 0.4.4 on Python 3.11)"
-        ) from exc
-    return lr_utils
-
-
-def _arrow_column(values: np.ndarray, pa: Any) -> Any:
-    if values.ndim == 1:
-        return pa.array(values)
+def _arrow_column(values: np.ndarray, field_type: Any, pa: Any) -> Any:
+    """A column of ``values`` in the layout of LeRobot's schema (shape ``(1,)`` is a plain value)."""
+    if values.ndim == 1 or not pa.types.is_fixed_size_list(field_type):
+        return pa.array(values.reshape(len(values)))
     flat = pa.array(np.ascontiguousarray(values).reshape(-1))
     return pa.FixedSizeListArray.from_arrays(flat, int(np.prod(values.shape[1:])))
 
@@ -93,6 +96,43 @@ def _list_column(rows: np.ndarray, pa: Any) -> Any:
     rows = np.ascontiguousarray(rows)
     offsets = np.arange(0, rows.size + 1, rows.shape[1], dtype=np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows.reshape(-1)))
+
+
+def read_provenance(root: str | Path) -> dict[str, Any]:
+    """The ``meta/odsd.json`` of an export: store id, watermark, label, selection, statistics version."""
+    return json.loads((Path(root) / PROVENANCE_PATH).read_text())
+
+
+def _temporary_owner(path: Path, out: Path) -> int | None:
+    """The pid in a temporary's name ``.OUT.<pid>.<hex><mark>``, or None if ``path`` is not OUT's."""
+    for mark in (PARTIAL_MARK, OLD_MARK):
+        prefix = f".{out.name}."
+        if path.name.startswith(prefix) and path.name.endswith(mark):
+            pid = path.name[len(prefix) : -len(mark)].split(".")[0]
+            return int(pid) if pid.isdigit() else 0
+    return None
+
+
+def remove_stale_temporaries(out: Path) -> list[Path]:
+    """Remove what killed exports of ``out`` left beside it; an export still running keeps its own.
+
+    A temporary is stale when the process named in it is gone (or it predates pids in names). The
+    previous dataset renamed aside by an export killed just before publishing stays while ``out``
+    does not exist, so that it is never the only copy removed.
+    """
+    from odsd.daemon.lock import pid_alive
+
+    removed: list[Path] = []
+    for path in out.parent.glob(f".{glob.escape(out.name)}.*"):
+        pid = _temporary_owner(path, out)
+        if pid is None or (pid and pid_alive(pid)):
+            continue
+        if path.name.endswith(OLD_MARK) and not out.exists():
+            log.warning("%s holds the dataset that was at %s before an interrupted export; kept", path, out)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def _plan_files(
@@ -149,7 +189,7 @@ def export_lerobot(
         )
     if chunks_size < 1 or data_files_size_in_mb <= 0:
         raise ConfigError("chunks_size and data_files_size_in_mb must be positive")
-    lr = _require_lerobot()
+    compat.require()
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -166,14 +206,12 @@ def export_lerobot(
     unit = export_unit(ds)
     view = unit.view
     features = {k: {**v, "shape": list(v["shape"])} for k, v in meta.features.items()}
-    hf_features = lr.get_hf_features_from_features(
-        {k: {**v, "shape": tuple(v["shape"])} for k, v in features.items()}
-    )
-    schema = hf_features.arrow_schema
+    schema = compat.hf_features(features).arrow_schema
     cols = view.columns
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}{PARTIAL_MARK}"
+    remove_stale_temporaries(out)
+    tmp = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{PARTIAL_MARK}"
     tmp.mkdir()
     bar: Any = None
     try:
@@ -193,9 +231,9 @@ def export_lerobot(
         data_file = np.zeros(n_ep, dtype=np.int64)
         for chunk, file, a, b in groups:
             lo, hi = int(view.from_index[a]), int(view.to_index[b - 1])
-            arrays = [_arrow_column(cols[name][lo:hi], pa) for name in schema.names]
+            arrays = [_arrow_column(cols[f.name][lo:hi], f.type, pa) for f in schema]
             table = pa.Table.from_arrays(arrays, schema=schema)
-            path = tmp / lr.DEFAULT_DATA_PATH.format(chunk_index=chunk, file_index=file)
+            path = tmp / compat.DATA_PATH.format(chunk_index=chunk, file_index=file)
             path.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(table, path, compression="snappy")
             data_chunk[a:b], data_file[a:b] = chunk, file
@@ -224,12 +262,12 @@ def export_lerobot(
         for key in table.column_names:
             if key.startswith("odsd/"):
                 ep_cols[key] = pa.array(table[key])
-        ep_path = tmp / lr.DEFAULT_EPISODES_PATH.format(chunk_index=0, file_index=0)
+        ep_path = tmp / compat.EPISODES_PATH.format(chunk_index=0, file_index=0)
         ep_path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table(ep_cols), ep_path, compression="snappy")
 
         # -- info, stats, tasks -------------------------------------------------------------
-        lr.write_tasks(
+        compat.write_tasks(
             pd.DataFrame(
                 {"task_index": np.arange(len(meta.task_names), dtype=np.int64)}, index=meta.task_names
             ),
@@ -240,20 +278,19 @@ def export_lerobot(
         info["total_episodes"] = n_ep
         info["total_frames"] = view.num_frames
         info["splits"] = {"train": f"0:{n_ep}"}
-        info["odsd"] = unit.provenance
         info["chunks_size"] = int(chunks_size)
         info["data_files_size_in_mb"] = data_files_size_in_mb
         info["fps"] = int(fps)
-        lr.write_info(info, tmp)
-        lr.write_stats(unit.stats, tmp)
-        (tmp / "meta" / "odsd.json").write_text(json.dumps(unit.provenance, indent=1, sort_keys=True))
+        compat.write_info(info, tmp)
+        compat.write_stats(unit.stats, tmp)
+        (tmp / PROVENANCE_PATH).write_text(json.dumps(unit.provenance, indent=1, sort_keys=True))
         if durable:
             fsync_tree(tmp)
 
         # -- publish ------------------------------------------------------------------------
         old = None
         if out.exists():
-            old = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.odsd-export-old"
+            old = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{OLD_MARK}"
             os.rename(out, old)
         os.rename(tmp, out)
         if durable:

@@ -78,7 +78,8 @@ class OdsdDatasetMeta:
         *,
         repo_id: str,
         root: Path,
-        info: dict[str, Any],
+        info: InfoDict,
+        provenance: dict[str, Any],
         stats: dict[str, dict[str, np.ndarray]],
         task_names: list[str],
         episodes: EpisodeTable,
@@ -93,6 +94,9 @@ class OdsdDatasetMeta:
         self.root = root
         self.revision = None
         self.info = info
+        self.provenance = provenance
+        """Where these frames come from (store, watermark, label, selection, statistics version):
+        what an export writes to ``meta/odsd.json``."""
         self.stats = stats
         self.task_names = task_names
         self.episodes = episodes
@@ -198,6 +202,20 @@ class OdsdDatasetMeta:
         )
 
 
+class InfoDict(dict[str, Any]):
+    """``info.json`` as a dict that also reads like LeRobot 0.6's ``DatasetInfo``.
+
+    >>> info["fps"] == info.fps
+    True
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def make_info(
     *,
     fps: float,
@@ -208,24 +226,26 @@ def make_info(
     total_tasks: int,
     chunks_size: int = 1000,
     data_files_size_in_mb: int = 100,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``meta/info.json`` content in LeRobot v3.0 layout (``create_empty_dataset_info`` plus totals)."""
-    info: dict[str, Any] = {
-        "codebase_version": CODEBASE_VERSION,
-        "robot_type": robot_type,
-        "total_episodes": total_episodes,
-        "total_frames": total_frames,
-        "total_tasks": total_tasks,
-        "chunks_size": chunks_size,
-        "data_files_size_in_mb": data_files_size_in_mb,
-        "video_files_size_in_mb": 200,
-        "fps": int(fps) if float(fps).is_integer() else fps,
-        "splits": {"train": f"0:{total_episodes}"} if total_episodes else {},
-        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": None,
-        "features": features,
-    }
-    if extra:
-        info["odsd"] = extra
-    return info
+) -> InfoDict:
+    """``meta/info.json`` content in LeRobot v3.0 layout (``create_empty_dataset_info`` plus totals).
+
+    Only fields that every supported LeRobot line knows: odsd's own provenance lives in
+    ``OdsdDatasetMeta.provenance`` and an export's ``meta/odsd.json``.
+    """
+    return InfoDict(
+        {
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": robot_type,
+            "total_episodes": total_episodes,
+            "total_frames": total_frames,
+            "total_tasks": total_tasks,
+            "chunks_size": chunks_size,
+            "data_files_size_in_mb": data_files_size_in_mb,
+            "video_files_size_in_mb": 200,
+            "fps": int(fps) if float(fps).is_integer() else fps,
+            "splits": {"train": f"0:{total_episodes}"} if total_episodes else {},
+            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+            "video_path": None,
+            "features": features,
+        }
+    )

@@ -69,7 +69,7 @@ class ExportUnit:
     stats: Mapping[str, Mapping[str, np.ndarray]]
     stats_version: str
     provenance: dict[str, Any]
-    """``info.json["odsd"]`` (and ``meta/odsd.json``)."""
+    """What the export writes to ``meta/odsd.json``."""
     source_episodes: int
     """Store episodes the exported frames come from."""
 
@@ -90,7 +90,7 @@ def whole_episodes(ds: OdsdLeRobotDataset) -> ExportUnit:
         episodes=meta.episodes,
         stats=meta.stats,
         stats_version=meta.stats_version,
-        provenance=dict(meta.info.get("odsd", {})),
+        provenance=dict(meta.provenance),
         source_episodes=len(ds.view.entries),
     )
 
@@ -107,7 +107,7 @@ def segment_clips(ds: OdsdLeRobotDataset) -> ExportUnit:
     version = clip_stats_version(meta.stats_version, selection)
     sources = len({c.episode for c in clips})
     provenance = {
-        **meta.info.get("odsd", {}),
+        **meta.provenance,
         "stats_version": version,
         "reader_stats_version": meta.stats_version,
         "export_unit": {

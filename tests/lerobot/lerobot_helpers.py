@@ -27,6 +27,13 @@ FEATURES: dict[str, dict[str, Any]] = {
 PHASES = ["reach", "grasp", "lift"]
 
 
+def features_with(action_dim: int) -> dict[str, dict[str, Any]]:
+    """FEATURES with ``action_dim`` action components (1 is the shape LeRobot stores as a plain value)."""
+    names = [f"a{i}" for i in range(action_dim)]
+    action = {"dtype": "float32", "shape": [action_dim], "names": names}
+    return {**FEATURES, "action.expert": action, "action.behavior": dict(action)}
+
+
 def make_episode(
     length: int,
     rng: np.random.Generator,
@@ -36,6 +43,7 @@ def make_episode(
     invalid_rate: float = 0.0,
     nan_invalid: bool = True,
     task: str = "pick",
+    action_dim: int = 2,
 ) -> Episode:
     # segments: split into up to 3 runs
     cuts = (
@@ -59,14 +67,14 @@ def make_episode(
             )
         )
     valid = rng.random(length) >= invalid_rate
-    expert = rng.uniform(-1, 1, (length, 2)).astype(np.float32)
+    expert = rng.uniform(-1, 1, (length, action_dim)).astype(np.float32)
     if nan_invalid:
         expert[~valid] = np.nan
     frames = {
         "observation.state": rng.standard_normal((length, 3)).astype(np.float32),
         "action.expert": expert,
         "action.expert_valid": valid,
-        "action.behavior": rng.uniform(-1, 1, (length, 2)).astype(np.float32),
+        "action.behavior": rng.uniform(-1, 1, (length, action_dim)).astype(np.float32),
         "reward": rng.standard_normal(length).astype(np.float32),
         "terminated": np.arange(length) == length - 1,
         "truncated": np.zeros(length, dtype=bool),
@@ -94,11 +102,13 @@ def build_store(
     lengths: list[int] | None = None,
     invalid_rate: float = 0.2,
     fps: float = 10,
+    action_dim: int = 2,
 ) -> EpisodeStore:
     """Commit episodes in 3 commits (one per iteration); odd episodes fail."""
     rng = np.random.default_rng(seed)
     lengths = lengths or [12, 7, 20, 5, 15, 9]
-    store = EpisodeStore.create(path, features=FEATURES, fps=fps, durability="process")
+    features = features_with(action_dim)
+    store = EpisodeStore.create(path, features=features, fps=fps, durability="process")
     writer = store.writer(run_id="t")
     per = max(1, -(-len(lengths) // 3))
     for it, start in enumerate(range(0, len(lengths), per)):
@@ -110,6 +120,7 @@ def build_store(
                 success=(i % 2 == 0),
                 invalid_rate=invalid_rate,
                 task="pick" if i % 3 else "place",
+                action_dim=action_dim,
             )
             for i, n in enumerate(lengths[start : start + per], start=start)
         ]

@@ -13,8 +13,8 @@ from lerobot_helpers import build_store
 from typer.testing import CliRunner
 
 from odsd.cli.export import export_lerobot_cmd
-from odsd.lerobot import OdsdLeRobotDataset, Selection, export_lerobot
-from odsd.lerobot.export import ExportExistsError
+from odsd.lerobot import OdsdLeRobotDataset, Selection, compat, export_lerobot
+from odsd.lerobot.export import ExportExistsError, read_provenance
 from odsd.store import EpisodeStore
 
 pytest.importorskip("lerobot.datasets.lerobot_dataset")
@@ -71,7 +71,8 @@ def test_export_roundtrip_with_lerobot_dataset(collected_store: Path, tmp_path: 
     assert list(lds.meta.episodes["dataset_to_index"]) == ods.meta.episodes["dataset_to_index"]
     assert lds.meta.tasks.index.tolist() == ods.meta.task_names
     info = json.loads((out / "meta" / "info.json").read_text())
-    assert info["odsd"]["stats_version"] == ods.meta.stats_version and info["codebase_version"] == "v3.0"
+    assert info["codebase_version"] == "v3.0" and compat.info_dict(lds.meta.info) == info
+    assert read_provenance(out) == {**ods.meta.provenance, "store": str(collected_store)}
 
 
 def test_export_invalid_labels_file_rolling_and_selection(tmp_path: Path) -> None:
@@ -107,12 +108,11 @@ def test_export_is_atomic_and_refuses_existing(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ExportExistsError):
         export_lerobot(store, out, durable=False)
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    import lerobot.datasets.utils as lr_utils
 
     def boom(*a, **k):
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr(lr_utils, "write_stats", boom)
+    monkeypatch.setattr(compat, "write_stats", boom)
     with pytest.raises(RuntimeError):
         export_lerobot(store, out, overwrite=True, durable=False)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # old export untouched
@@ -122,7 +122,8 @@ def test_export_is_atomic_and_refuses_existing(tmp_path: Path, monkeypatch: pyte
     assert not (tmp_path / "new").exists()
     monkeypatch.undo()
     export_lerobot(store, out, overwrite=True, label="behavior", durable=False)
-    assert LeRobotDataset("x/y", root=out).meta.info["odsd"]["label"] == "behavior"
+    LeRobotDataset("x/y", root=out)
+    assert read_provenance(out)["label"] == "behavior"
 
 
 def test_cli_export(tmp_path: Path) -> None:
