@@ -204,7 +204,7 @@ def _segment_problems(store: EpisodeStore, info: SegmentInfo, *, deep: bool) -> 
         layouts, problems = check_segment(store.root, info, store.features, root_real=store.root_real)
     except OSError as exc:
         return [f"{exc.filename or seg_dir}: cannot read ({exc.strerror})"]
-    found = [p.message if p.path == seg_dir else str(p) for p in problems]
+    found = [p.message if p.path == str(seg_dir) else str(p) for p in problems]
     if found or not deep:
         return found
     for name, layout in layouts.items():

@@ -20,9 +20,11 @@ callers compare the decoded data with the crc32 in the commit record.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,7 @@ _CODECS = ("bytes", "zstd", "crc32c")
 class Problem:
     """One thing wrong with a committed segment, naming the file or directory at fault."""
 
-    path: Path
+    path: str
     message: str
 
     def __str__(self) -> str:
@@ -56,13 +58,13 @@ class ArrayLayout:
     """A checked array: where its chunks are and how to decode them."""
 
     field: str
-    dir: Path
+    dir: str
     shape: tuple[int, ...]
     dtype: np.dtype
     chunk_frames: int
-    chunks: tuple[Path, ...]
+    chunks: tuple[str, ...]
     """Chunk files in frame order (chunk ``i`` holds frames ``i*chunk_frames ..``)."""
-    missing: frozenset[Path] = field(default_factory=frozenset)
+    missing: frozenset[str] = field(default_factory=frozenset)
     """Chunks of the grid that have no file (zarr would read fill values there)."""
 
 
@@ -118,20 +120,28 @@ def _compare_meta(meta: Any, spec: FeatureSpec, n_frames: int) -> str | None:
     return None
 
 
-def _entries(path: Path) -> dict[str, os.DirEntry[str]]:
-    with os.scandir(path) as it:
-        return {e.name: e for e in it}
-
-
-def _chunk_size(files: Mapping[str, os.DirEntry[str]], path: Path, *, flat: bool) -> int | None:
-    """Size of a chunk file, None when there is none (flat keys: from the listing already made)."""
-    if flat:
-        entry = files.get(path.name)
-        return entry.stat(follow_symlinks=False).st_size if entry is not None and entry.is_file() else None
+def _read_plain(path: str) -> bytes:
+    """A file's bytes; a symbolic link raises OSError (ELOOP) instead of being followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        return os.lstat(path).st_size
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def _chunk_size(path: str) -> int | None:
+    """Size of a chunk file; None when there is none; OSError(ELOOP) for a symbolic link."""
+    try:
+        st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "is a symbolic link", path)
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+_LINK = "is a symbolic link; committed files are never links"
 
 
 def check_segment(
@@ -141,52 +151,50 @@ def check_segment(
     *,
     root_real: str | None = None,
 ) -> tuple[dict[str, ArrayLayout], list[Problem]]:
-    """Layouts of the segment's arrays and every problem found (none: the layout is the committed one)."""
-    seg_dir = root / info.path
-    problems: list[Problem] = []
-    layouts: dict[str, ArrayLayout] = {}
+    """Layouts of the segment's arrays and every problem found (none: the layout is the committed one).
+
+    Per array: one ``open``/``read`` of ``zarr.json`` (refusing links) and one ``lstat`` per
+    chunk; per segment one ``realpath`` and one directory listing.
+    """
+    seg_dir = os.path.join(root, info.path)
     root_real = root_real or os.path.realpath(root)
     real = os.path.realpath(seg_dir)
     if real != os.path.join(root_real, info.path):
-        return layouts, [Problem(seg_dir, f"resolves to {real} through a symbolic link; refusing to read it")]
-    if not seg_dir.is_dir():
-        return layouts, [Problem(seg_dir, "committed segment directory is missing")]
+        return {}, [Problem(seg_dir, f"resolves to {real} through a symbolic link; refusing to read it")]
+    try:
+        with os.scandir(seg_dir) as it:
+            top = {e.name: e for e in it}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}, [Problem(seg_dir, "committed segment directory is missing")]
     if set(info.checksums) != set(features):
-        return layouts, [
-            Problem(
-                seg_dir,
-                f"commit record lists fields {sorted(info.checksums)}, not the schema's {sorted(features)}",
-            )
-        ]
-    top = _entries(seg_dir)
+        fields = f"{sorted(info.checksums)}, not the schema's {sorted(features)}"
+        return {}, [Problem(seg_dir, f"commit record lists fields {fields}")]
+    problems = [Problem(os.path.join(seg_dir, n), _LINK) for n, e in sorted(top.items()) if e.is_symlink()]
+    layouts: dict[str, ArrayLayout] = {}
     total = 0
-    for name, entry in sorted(top.items()):
-        if entry.is_symlink():
-            problems.append(Problem(seg_dir / name, "is a symbolic link; committed files are never links"))
     group = top.get("zarr.json")
     if group is None:
-        problems.append(Problem(seg_dir / "zarr.json", "group metadata is missing"))
+        problems.append(Problem(os.path.join(seg_dir, "zarr.json"), "group metadata is missing"))
     elif not group.is_symlink():
         total += group.stat(follow_symlinks=False).st_size
     for name, spec in features.items():
-        array_dir = seg_dir / name
+        array_dir = os.path.join(seg_dir, name)
         entry = top.get(name)
-        if entry is None or entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+        if entry is None or not entry.is_dir(follow_symlinks=False):
             if entry is None or not entry.is_symlink():
                 problems.append(Problem(array_dir, "array directory is missing"))
             continue
-        files = _entries(array_dir)
-        links = [n for n, e in files.items() if e.is_symlink()]
-        if links:
-            problems.append(
-                Problem(array_dir / links[0], "is a symbolic link; committed files are never links")
-            )
-            continue
-        meta_path = array_dir / "zarr.json"
-        if "zarr.json" not in files:
+        meta_path = os.path.join(array_dir, "zarr.json")
+        try:
+            raw = _read_plain(meta_path)
+        except FileNotFoundError:
             problems.append(Problem(meta_path, "array metadata is missing"))
             continue
-        raw = meta_path.read_bytes()
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            problems.append(Problem(meta_path, _LINK))
+            continue
         total += len(raw)
         try:
             meta = json.loads(raw)
@@ -200,16 +208,21 @@ def check_segment(
         chunk_frames = meta["chunk_grid"]["configuration"]["chunk_shape"][0]
         sep = meta["chunk_key_encoding"].get("configuration", {}).get("separator", "/")
         suffix = "".join(f"{sep}0" for _ in spec.shape)
-        chunks = tuple(
-            array_dir / f"c{sep}{i}{suffix}" for i in range(math.ceil(info.n_frames / chunk_frames))
-        )
-        missing: set[Path] = set()
-        for path in chunks:
-            size = _chunk_size(files, path, flat=sep == ".")
-            if size is None:
-                missing.add(path)
-            else:
-                total += size
+        prefix = os.path.join(array_dir, "c")
+        chunks = tuple(f"{prefix}{sep}{i}{suffix}" for i in range(math.ceil(info.n_frames / chunk_frames)))
+        missing: set[str] = set()
+        try:
+            for path in chunks:
+                size = _chunk_size(path)
+                if size is None:
+                    missing.add(path)
+                else:
+                    total += size
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            problems.append(Problem(exc.filename, _LINK))
+            continue
         layouts[name] = ArrayLayout(
             field=name,
             dir=array_dir,
@@ -241,7 +254,7 @@ def _locate_size_damage(layouts: Mapping[str, ArrayLayout]) -> list[Problem]:
     found = []
     for layout in layouts.values():
         for path in layout.chunks:
-            if path not in layout.missing and not _chunk_ok(path.read_bytes()):
+            if path not in layout.missing and not _chunk_ok(_read_plain(path)):
                 found.append(Problem(path, "damaged chunk (crc32c mismatch)"))
     return found
 
@@ -267,7 +280,7 @@ def decode_array(layout: ArrayLayout) -> np.ndarray:
         if path in layout.missing:
             continue
         try:
-            data = path.read_bytes()
+            data = _read_plain(path)
         except OSError as exc:
             raise CorruptStoreError(f"{path}: cannot read chunk ({exc.strerror})") from exc
         if not _chunk_ok(data):

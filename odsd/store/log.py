@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from odsd.schema import Checkpoint, CommitRecord
-from odsd.store.errors import CorruptStoreError
+from odsd.store.errors import CorruptStoreError, StoreError
 from odsd.store.fsio import fsync_dir, put_if_absent, write_atomic
 
 LOG_DIR = "_log"
@@ -100,6 +100,10 @@ class CommitLog:
             data = path.read_bytes()
         except FileNotFoundError as exc:
             raise CorruptStoreError(f"{path}: commit record is missing") from exc
+        except IsADirectoryError as exc:
+            raise CorruptStoreError(f"{path}: commit record is a directory") from exc
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read commit record ({exc.strerror})") from exc
         body = _decode(path, data)
         try:
             record = CommitRecord.model_validate(body)
