@@ -43,3 +43,25 @@ def as_storage_error(exc: BaseException) -> StorageError | None:
     error = StorageError(f"cannot write: {os.strerror(exc.errno).lower()} ({where})")
     error.__cause__ = exc
     return error
+
+
+class PathError(OdsdError):
+    """A path that cannot be used as given: a regular file where a directory must be, a name too long."""
+
+    exit_code = 3
+
+
+PATH_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def as_user_error(exc: BaseException) -> OdsdError | None:
+    """``exc`` as a one-line odsd error when it is an OSError a user's environment causes, else None."""
+    storage = as_storage_error(exc)
+    if storage is not None:
+        return storage
+    if not isinstance(exc, OSError) or exc.errno not in PATH_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else "?"
+    error = PathError(f"cannot use path: {os.strerror(exc.errno).lower()} ({where})")
+    error.__cause__ = exc
+    return error

@@ -58,3 +58,11 @@ def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
     mounts = Tmpfs(tmp_path)
     yield mounts
     mounts.unmount_all()
+
+
+@pytest.fixture(scope="module")
+def module_tmpfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmpfs]:
+    """:func:`tmpfs` shared by a test module (a read-only store built once for many cases)."""
+    mounts = Tmpfs(tmp_path_factory.mktemp("tmpfs"))
+    yield mounts
+    mounts.unmount_all()

@@ -23,7 +23,7 @@ from odsd.cli.replay import replay_cmd, verify_cmd
 from odsd.cli.report import report_cmd
 from odsd.cli.status import status_cmd
 from odsd.cli.store import store_app
-from odsd.errors import OdsdError, as_storage_error
+from odsd.errors import OdsdError, as_user_error
 
 EXIT_CODES = """Exit codes: 0 ok; 1 unexpected failure; 2 bad usage or config; 3 store error (missing store,
 format version, schema mismatch); 4 corrupt store, fsck found errors or store verify found episodes that do not reproduce; 5 run lock held by
@@ -120,9 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         error_line("interrupted", 130)
         sys.exit(130)
     except OSError as exc:
-        storage = as_storage_error(exc)  # a full disk or read-only filesystem, wherever it hit
-        if storage is None:
+        user = as_user_error(exc)  # a full disk, a read-only filesystem, a file in the way: wherever it hit
+        if user is None:
             raise
-        error_line(str(storage), storage.exit_code)
-        sys.exit(storage.exit_code)
+        error_line(str(user), user.exit_code)
+        sys.exit(user.exit_code)
     sys.exit(result if isinstance(result, int) else 0)

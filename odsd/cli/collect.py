@@ -285,8 +285,12 @@ def check_env_cmd(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> int:
     """Build an env, validate its spec, run a reset/step smoke test and print the spec."""
+    from odsd.devices import check_device
     from odsd.envs import check_env
+    from odsd.envs.registry import resolve_env_factory
 
+    resolve_env_factory(task)  # an unknown task is a usage error (exit 2), not a failed check
+    check_device(device)
     report = check_env(task, num_envs=num_envs, device=device, steps=steps)
     if json_out:
         print_json(report.to_dict())

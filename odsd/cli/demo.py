@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from odsd.cli.output import console
+from odsd.devices import check_device
 
 if TYPE_CHECKING:
     from odsd.learn.demo import TrainProgress
@@ -64,7 +65,7 @@ def demo_cmd(
     train_steps: Annotated[int, typer.Option(min=1, help="Learner steps per iteration.")] = 1500,
     eval_episodes: Annotated[int, typer.Option(min=1, help="Student-only evaluation episodes.")] = 48,
     seed: Annotated[int, typer.Option()] = 0,
-    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps.")] = "cpu",
+    device: Annotated[str, typer.Option(callback=check_device, help="cpu, cuda, cuda:N, mps.")] = "cpu",
 ) -> None:
     """A short DAgger run: collect, train the reference MLP, evaluate the student, repeat."""
     from odsd.cli.store import summarize

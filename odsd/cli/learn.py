@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from odsd.cli.output import console
+from odsd.devices import check_device
 
 
 def learn_cmd(
@@ -38,7 +39,7 @@ def learn_cmd(
         bool, typer.Option("--once", help="One round on what is committed now, then exit.")
     ] = False,
     poll: Annotated[float, typer.Option(min=0.05, help="Seconds between readiness checks.")] = 1.0,
-    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps.")] = "cpu",
+    device: Annotated[str, typer.Option(callback=check_device, help="cpu, cuda, cuda:N, mps.")] = "cpu",
     seed: Annotated[int, typer.Option()] = 0,
     torch_threads: Annotated[int | None, typer.Option(min=1, help="torch intra-op threads.")] = None,
 ) -> None:

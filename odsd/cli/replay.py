@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from odsd.cli.output import console, print_json
+from odsd.devices import check_device
 from odsd.replay.defaults import DEFAULT_ATOL, DEFAULT_ENV_ROWS, MODES
 from odsd.replay.errors import ReplayError
 from odsd.store import EpisodeStore
@@ -28,7 +29,9 @@ AtolOpt = Annotated[float, typer.Option(help="Largest |replayed - recorded| stil
 TaskOpt = Annotated[
     str | None, typer.Option(help="Replay in this task instead of the recorded one (spec still checked).")
 ]
-DeviceOpt = Annotated[str, typer.Option(help="Device of the replay env (cpu, cuda, cuda:N).")]
+DeviceOpt = Annotated[
+    str, typer.Option(callback=check_device, help="Device of the replay env (cpu, cuda, cuda:N).")
+]
 VERIFY_FAILED_EXIT = 4
 
 

@@ -16,6 +16,7 @@ from odsd.replay.storage import state_storage
 from odsd.store import EpisodeStore, RetentionPolicy, apply_retention, compact, fsck, vacuum
 from odsd.store.compaction import DEFAULT_SHARD_FRAMES, DEFAULT_SMALL_FRAMES
 from odsd.store.fsck import DEFAULT_REPAIR_GRACE_S
+from odsd.store.fsio import require_writable
 from odsd.store.vacuum import DEFAULT_GRACE_S
 
 store_app = typer.Typer(help="Create, inspect, check and maintain episode stores.", no_args_is_help=True)
@@ -48,6 +49,14 @@ def init_cmd(
         raise ConfigError(f"--durability must be fsync or process, not {durability!r}")
     store = EpisodeStore.create(path, features=spec, fps=fps, robot_type=robot_type, durability=durability)  # type: ignore[arg-type]
     console.print(f"created store {store.root} ({len(store.features)} fields, id {store.manifest.store_id})")
+
+
+def _open(path: Path, *, write: bool) -> EpisodeStore:
+    """The store at ``path``; ``write``: for a command that changes it (exit 6 on a read-only one)."""
+    store = EpisodeStore.open(path)
+    if write:
+        require_writable(store.root)
+    return store
 
 
 def summarize(store: EpisodeStore, watermark: int | None = None) -> dict[str, Any]:
@@ -103,7 +112,7 @@ def summarize(store: EpisodeStore, watermark: int | None = None) -> dict[str, An
 def inspect_cmd(
     path: StorePath,
     json_out: JsonFlag = False,
-    watermark: Annotated[int | None, typer.Option(help="Inspect the view at this watermark.")] = None,
+    watermark: Annotated[int | None, typer.Option(min=0, help="Inspect the view at this watermark.")] = None,
 ) -> None:
     """Show watermark, episodes, frames, bytes, segments/shards, runs and per-iteration counts."""
     info = summarize(EpisodeStore.open(path), watermark)
@@ -153,13 +162,13 @@ def fsck_cmd(
         bool, typer.Option(help="Clean what is safe: temporaries, orphan segments, torn tail.")
     ] = False,
     quick: Annotated[bool, typer.Option(help="Skip reading segment data and verifying checksums.")] = False,
-    grace: Annotated[float, typer.Option(help="Only repair leftovers older than this many seconds.")] = (
-        DEFAULT_REPAIR_GRACE_S
-    ),
+    grace: Annotated[
+        float, typer.Option(min=0, help="Only repair leftovers older than this many seconds.")
+    ] = (DEFAULT_REPAIR_GRACE_S),
     json_out: JsonFlag = False,
 ) -> int:
     """Check manifest, commit log, checkpoints and segment checksums; exit 4 if errors are found."""
-    report = fsck(EpisodeStore.open(path), repair=repair, deep=not quick, grace_s=grace)
+    report = fsck(_open(path, write=repair), repair=repair, deep=not quick, grace_s=grace)
     if json_out:
         print_json(
             {
@@ -196,7 +205,7 @@ def compact_cmd(
     json_out: JsonFlag = False,
 ) -> None:
     """Merge small segments into sealed shards (online; readers keep their snapshots)."""
-    result = compact(EpisodeStore.open(path), small_frames=small_frames, shard_frames=shard_frames)
+    result = compact(_open(path, write=True), small_frames=small_frames, shard_frames=shard_frames)
     if json_out:
         print_json(result.__dict__)
     else:
@@ -217,7 +226,7 @@ def retain_cmd(
     if max_episodes is None and max_frames is None and max_bytes is None:
         raise ConfigError("retain needs at least one of --max-episodes, --max-frames, --max-bytes")
     policy = RetentionPolicy(max_episodes=max_episodes, max_frames=max_frames, max_bytes=max_bytes)
-    removed = apply_retention(EpisodeStore.open(path), policy)
+    removed = apply_retention(_open(path, write=True), policy)
     if json_out:
         print_json({"removed": removed})
     else:
@@ -234,7 +243,7 @@ def vacuum_cmd(
     json_out: JsonFlag = False,
 ) -> None:
     """Delete files of removed episodes after the grace period, unless a reader lease pins them."""
-    result = vacuum(EpisodeStore.open(path), grace_s=grace, dry_run=dry_run)
+    result = vacuum(_open(path, write=not dry_run), grace_s=grace, dry_run=dry_run)
     if json_out:
         print_json(result.__dict__)
     else:

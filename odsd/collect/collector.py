@@ -35,7 +35,7 @@ from odsd.collect.student import StudentSource
 from odsd.envs import STATE_KEY, VecEnv, make_env, safe_hold_action
 from odsd.errors import ConfigError
 from odsd.experts import Expert, make_expert, validate_query
-from odsd.experts.errors import ExpertNotFoundError
+from odsd.experts.errors import ExpertNotFoundError, expert_failures
 from odsd.experts.failures import failure_name
 from odsd.policies.snapshot import LoadedPolicy
 from odsd.schema import CommitContext, EpisodeMeta
@@ -421,7 +421,9 @@ class Collector:
         latency = None
         if self.expert is not None:
             t0 = time.perf_counter()
-            query = validate_query(self.expert.act(frozen, env_ids=all_rows), spec, self.n)
+            with expert_failures(self.config.expert, "in act()"):
+                raw_query = self.expert.act(frozen, env_ids=all_rows)
+            query = validate_query(raw_query, spec, self.n)
             latency = time.perf_counter() - t0
             expert_action = _as(query.action, torch.float32, self.device)
             expert_valid = query.valid
@@ -528,7 +530,8 @@ class Collector:
         for r in rows.tolist():
             self.episode_started[r] = now
         if self.expert is not None:
-            self.expert.reset(rows, obs, info)
+            with expert_failures(self.config.expert, "in reset()"):
+                self.expert.reset(rows, obs, info)
 
     def _finish_episodes(
         self, rows: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, success: torch.Tensor

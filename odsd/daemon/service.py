@@ -47,6 +47,11 @@ class CollectService:
     ) -> None:
         self.config = config
         self.options = options or ServiceOptions()
+        textfile = self.options.metrics_textfile
+        if textfile is not None and not textfile.parent.is_dir():
+            raise ConfigError(
+                f"--metrics-textfile {textfile}: its directory {textfile.parent} does not exist"
+            )
         self.on_report = on_report
         self.on_tick = on_tick
         self.resume_state = resume_state

@@ -10,13 +10,19 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from odsd.envs.errors import EnvNotFoundError
 from odsd.envs.registry import import_object
 from odsd.envs.spec import EnvSpec
-from odsd.experts.errors import ExpertContractError, ExpertNotFoundError
+from odsd.experts.errors import (
+    ExpertArgumentsError,
+    ExpertContractError,
+    ExpertNotFoundError,
+    expert_failures,
+)
 from odsd.experts.protocol import Expert
 from odsd.experts.query import ExpertSpec
 
@@ -45,19 +51,27 @@ def make_expert(name: str, env_spec: EnvSpec, **kwargs: Any) -> Expert:
     if name == "planner":
         from odsd.experts.planners import make_planner
 
+        if kwargs:
+            raise ExpertArgumentsError(
+                f"expert 'planner' takes no arguments, got expert_kwargs {sorted(kwargs)}"
+            )
         expert: Any = make_planner(env_spec)
     elif name.startswith(POLICY_PREFIX):
         from odsd.experts.policy_expert import PolicyExpert
 
+        _check_arguments(name, PolicyExpert.from_snapshot, kwargs, leading=2)
         expert = PolicyExpert.from_snapshot(name[len(POLICY_PREFIX) :], env_spec, **kwargs)
-    elif name in _REGISTRY:
-        expert = _REGISTRY[name](env_spec, **kwargs)
-    elif ":" in name:
-        try:
-            factory = import_object(name)
-        except EnvNotFoundError as exc:
-            raise ExpertNotFoundError(str(exc)) from None
-        expert = factory(env_spec, **kwargs)
+    elif name in _REGISTRY or ":" in name:
+        if name in _REGISTRY:
+            factory = _REGISTRY[name]
+        else:
+            try:
+                factory = import_object(name)
+            except EnvNotFoundError as exc:
+                raise ExpertNotFoundError(str(exc)) from None
+        _check_arguments(name, factory, kwargs)
+        with expert_failures(name, "to build"):
+            expert = factory(env_spec, **kwargs)
     else:
         raise ExpertNotFoundError(
             f"unknown expert {name!r}; known: {', '.join(list_experts())}, policy:<dir>, module:factory"
@@ -67,3 +81,17 @@ def make_expert(name: str, env_spec: EnvSpec, **kwargs: Any) -> Expert:
             f"expert {name!r} does not implement the Expert protocol with an ExpertSpec"
         )
     return expert
+
+
+def _check_arguments(
+    name: str, factory: Callable[..., Any], kwargs: dict[str, Any], leading: int = 1
+) -> None:
+    """A one-line error for expert arguments the factory does not take (before calling it)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        return
+    try:
+        signature.bind(*([None] * leading), **kwargs)
+    except TypeError as exc:
+        raise ExpertArgumentsError(f"expert {name!r}: bad expert arguments {sorted(kwargs)}: {exc}") from None

@@ -103,3 +103,18 @@ def put_if_absent(path: Path, data: bytes, *, durable: bool = True) -> bool:
     if durable:
         fsync_dir(path.parent)
     return True
+
+
+def require_writable(root: Path) -> None:
+    """Raise a one-line :class:`~odsd.errors.StorageError` (exit 6) unless ``root`` can be written.
+
+    For commands that change a store: on a read-only filesystem they would otherwise fail half-way,
+    or (with nothing to do) report success for a store they could never have changed.
+    """
+    from odsd.errors import StorageError
+
+    if os.access(root, os.W_OK):
+        return
+    read_only = bool(os.statvfs(root).f_flag & os.ST_RDONLY)
+    why = "read-only file system" if read_only else "permission denied"
+    raise StorageError(f"cannot write: {why} ({root})")
