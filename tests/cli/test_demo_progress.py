@@ -21,7 +21,9 @@ def test_demo_prints_training_progress_when_redirected(tmp_path: Path) -> None:
     proc = odsd(*demo_args(tmp_path / "demo"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("training v1: step")]
-    assert [line.split(",")[0] for line in lines] == [f"training v1: step {s}/200" for s in (50, 100, 150, 200)]
+    assert [line.split(",")[0] for line in lines] == [
+        f"training v1: step {s}/200" for s in (50, 100, 150, 200)
+    ]
     assert "evaluating v000001 alone on 4 episodes" in proc.stdout
 
 
