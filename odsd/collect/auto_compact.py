@@ -25,9 +25,11 @@ merely dead (``odsd store vacuum`` deletes them).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import math
 import os
+import sys
 import time
 import uuid
 from collections import deque
@@ -210,6 +212,7 @@ class AutoCompactor:
         self.passes += 1
         self.segments_compacted += len(group)
         self.prune_checkpoints()
+        release_freed_memory()
         return len(group)
 
     # -- deleting what compaction made dead ---------------------------------------------------
@@ -240,6 +243,18 @@ class AutoCompactor:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.store.log.dir / checkpoint_name(seq))
         return len(old)
+
+
+def release_freed_memory() -> None:
+    """Give the heap pages a pass freed back to the OS (glibc keeps them in its arenas otherwise).
+
+    A pass allocates a shard's worth of arrays in this thread and in zarr's I/O threads; glibc
+    keeps what they freed in per-thread arenas, and the writer's RSS grew a few MB per pass
+    (measured: +25 MB over 12 passes without, +15 MB and flat after 6 with ``malloc_trim``).
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # -- the bound ----------------------------------------------------------------------------------
