@@ -46,6 +46,7 @@ def test_second_start_of_a_running_run_exits_5_naming_the_pid(tmp_path: Path) ->
     run_dir = store / "runs" / RUN_ID
     log = tmp_path / "odsd.log"
     prom = tmp_path / "textfile" / "odsd.prom"
+    prom.parent.mkdir()  # node_exporter's textfile directory exists (a missing one is an error)
     proc = spawn(*collect_args(store, max_iterations=500), "--metrics-textfile", prom, log=log)
     try:
         running = wait_running(proc, run_dir, log=log)
@@ -81,18 +82,20 @@ def test_stale_lock_is_taken_over_with_a_warning(store_copy: Path) -> None:
     (run_dir / "lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": "x"}))
     proc = odsd(*resume_args(store_copy))  # already at max_iterations: starts, stops at once
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"taking over stale lock {run_dir / 'lock'} (pid {pid} is gone)" in proc.stderr
+    assert f"taking over stale lock {run_dir / 'lock'} (pid {pid} no longer holds it)" in proc.stderr
     assert not (run_dir / "lock").exists()
     assert read_json(run_dir / "status.json")["stop_reason"] == "max_iterations"
 
 
 def test_lock_held_by_a_live_process_refuses_and_modifies_nothing(store_copy: Path) -> None:
     run_dir = store_copy / "runs" / RUN_ID
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    script = (
+        "import sys, time; from pathlib import Path; from odsd.daemon.lock import RunLock; "
+        f"RunLock(Path({str(run_dir)!r})).acquire(); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        (run_dir / "lock").write_text(
-            json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": "x"})
-        )
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = tree_digest(store_copy)
         proc = odsd(*resume_args(store_copy, max_iterations=MAX_ITERATIONS + 1))
         assert proc.returncode == 5
@@ -145,6 +148,7 @@ def test_status_of_a_run_without_status_file(store_copy: Path) -> None:
 
 def test_metrics_textfile_after_a_bounded_run(store_copy: Path, tmp_path: Path) -> None:
     prom = tmp_path / "prom" / "odsd.prom"
+    prom.parent.mkdir()
     proc = odsd(*resume_args(store_copy), "--metrics-textfile", prom)
     assert proc.returncode == 0, proc.stderr[-3000:]
     v = parse_metrics(prom.read_text())
