@@ -232,7 +232,8 @@ def test_concurrent_stale_takeover_never_has_two_holders(tmp_path: Path) -> None
     procs_n, rounds = 6, 200
     run_dir, marker = tmp_path / "run", tmp_path / "holding"
     start, done = ctx.Barrier(procs_n + 1), ctx.Barrier(procs_n + 1)
-    results = ctx.Manager().dict()
+    manager = ctx.Manager()
+    results = manager.dict()
     workers = [
         ctx.Process(target=_takeover_worker, args=(run_dir, marker, start, done, rounds, results, i))
         for i in range(procs_n)
@@ -251,7 +252,9 @@ def test_concurrent_stale_takeover_never_has_two_holders(tmp_path: Path) -> None
             if worker.is_alive():
                 worker.kill()
     assert [w.exitcode for w in workers] == [0] * procs_n
-    holds = sum(h for h, _ in results.values())
-    violations = sum(v for _, v in results.values())
+    outcomes = list(results.values())
+    manager.shutdown()
+    holds = sum(h for h, _ in outcomes)
+    violations = sum(v for _, v in outcomes)
     assert violations == 0, f"two holders at once in {violations} of {rounds} rounds"
     assert holds >= rounds
