@@ -1,4 +1,4 @@
-"""Reader and export throughput against LeRobot on the same data (DESIGN.md §10).
+"""Reader and export throughput against LeRobot on the same data (docs/performance.md).
 
     python bench/reader.py [--episodes 200] [--seconds 3]
 

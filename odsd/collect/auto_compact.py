@@ -41,9 +41,10 @@ import numpy as np
 
 from odsd.schema import AddAction, CommitRecord, EpisodeEntry, RemoveAction
 from odsd.store.errors import CommitConflictError
+from odsd.store.layout import checked_layouts, read_verified
 from odsd.store.leases import active_leases
 from odsd.store.log import LOG_DIR, checkpoint_name
-from odsd.store.segments import read_field, remove_tree, write_segment
+from odsd.store.segments import remove_tree, write_segment
 from odsd.store.writer import publish
 
 if TYPE_CHECKING:
@@ -159,7 +160,15 @@ class AutoCompactor:
         root = self.store.root
         features = self.store.features
         paths = [seg.path for seg, _ in group]
-        frames = {name: np.concatenate([read_field(root, path, name) for path in paths]) for name in features}
+        # Verified reads: a damaged segment must not be laundered into a shard with fresh checksums.
+        infos = [add.segment for _, add in group]
+        layouts = [checked_layouts(root, info, features) for info in infos]
+        frames = {
+            name: np.concatenate(
+                [read_verified(lay[name], info) for lay, info in zip(layouts, infos, strict=True)]
+            )
+            for name in features
+        }
         rel_path = f"shards/{uuid.uuid4().hex[:16]}"
         info = write_segment(
             root,

@@ -1,6 +1,6 @@
 """The collection loop: exact DAgger transitions, per-row episodes, batched commits.
 
-Per step and env row (DESIGN.md §4): freeze the pre-action observation, query student and
+Per step and env row (docs/architecture.md, Transition order): freeze the pre-action observation, query student and
 expert on it, select the behavior action, step the env, record the transition in the row's
 episode buffer. Finished rows are copied out once, committed by the writer thread and reset.
 """

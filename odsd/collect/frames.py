@@ -1,4 +1,4 @@
-"""The per-frame schema of collected data (DESIGN.md §6), derived from the env spec."""
+"""The per-frame schema of collected data (docs/architecture.md, Contracts), derived from the env spec."""
 
 from __future__ import annotations
 

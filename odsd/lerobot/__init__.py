@@ -1,4 +1,4 @@
-"""LeRobot-compatible reading and export of odsd stores (DESIGN.md §8).
+"""LeRobot-compatible reading and export of odsd stores (docs/lerobot.md).
 
 - :class:`OdsdLeRobotDataset` — a live store read as a ``LeRobotDataset`` (items, ``meta``,
   ``delta_timestamps`` windows), plus a vectorized ``get_batch`` path;

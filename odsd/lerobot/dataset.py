@@ -8,7 +8,7 @@
 >>> batch = ds.get_batch(np.arange(256))          # vectorized: == default_collate of 256 items
 >>> ds.refresh()                                   # follow the store to its newest watermark
 
-Semantics (DESIGN.md §8):
+Semantics (docs/lerobot.md):
 
 - the dataset pins one snapshot; ``refresh()`` moves to the newest watermark, appending new
   episodes to the loaded columns instead of re-reading the store; statistics stay frozen (their

@@ -1,4 +1,4 @@
-"""Record/replay of episodes and segment-aware selection (DESIGN.md §2 state, §6 schema).
+"""Record/replay of episodes and segment-aware selection (docs/replay.md).
 
 ::
 

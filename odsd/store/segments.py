@@ -18,11 +18,6 @@ from pathlib import Path
 import crc32c
 import numcodecs
 import numpy as np
-import zarr
-import zarr.api.asynchronous as zarr_async
-from zarr.codecs import Crc32cCodec, ZstdCodec
-from zarr.core.sync import sync
-from zarr.storage import LocalStore, MemoryStore
 
 from odsd.schema import FeatureSpec, SegmentInfo
 from odsd.store.errors import CorruptStoreError, SchemaMismatchError
@@ -92,6 +87,8 @@ def write_segment(
         if chunk_frames is None or chunk_frames >= n_frames:
             _write_single_chunk_group(tmp, frames, features, attributes or {})
         else:
+            from zarr.core.sync import sync
+
             sync(_write_group(tmp, frames, features, attributes or {}, chunk_frames))
         checksums = {name: frame_checksum(frames[name]) for name in features}
         if durable:
@@ -143,6 +140,10 @@ _ZSTD = numcodecs.Zstd(level=_ZSTD_LEVEL)
 @functools.cache
 def _metadata_template(dtype: str, ndim: int) -> str:
     """zarr's own ``zarr.json`` for a single-chunk array of this dtype/rank, as a JSON template."""
+    import zarr  # imported on first use: read-only commands never need it
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+    from zarr.storage import MemoryStore
+
     shape = (1,) * ndim
     arr = zarr.create_array(
         store=MemoryStore(),
@@ -170,6 +171,10 @@ async def _write_group(
     attributes: dict,
     chunk_frames: int,
 ) -> None:
+    import zarr.api.asynchronous as zarr_async
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+    from zarr.storage import LocalStore
+
     group = await zarr_async.create_group(store=LocalStore(path), zarr_format=3, attributes=attributes)
 
     async def write_field(name: str) -> None:
@@ -200,6 +205,9 @@ def read_field(root: Path, rel_path: str, field: str) -> np.ndarray:
     seg_dir = root / rel_path
     if not seg_dir.is_dir():
         raise CorruptStoreError(f"{seg_dir}: committed segment directory is missing")
+    import zarr
+    from zarr.storage import LocalStore
+
     try:
         arr = zarr.open_array(store=LocalStore(seg_dir, read_only=True), path=field, mode="r")
         return np.asarray(arr[...])

@@ -1,5 +1,5 @@
 """Helpers for the daemon tests: run the real ``odsd`` console script, wait for its heartbeat,
-and check a store's episodes against the invariants of DESIGN.md §4/§7/§9."""
+and check a store's episodes against the invariants of docs/architecture.md (transition order, commit protocol, resume)."""
 
 from __future__ import annotations
 

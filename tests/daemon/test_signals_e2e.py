@@ -1,6 +1,6 @@
 """Real processes and real signals: SIGTERM at random moments, a second SIGTERM, SIGHUP.
 
-The loop test is the acceptance test of DESIGN.md §9: ``odsd collect`` then ``odsd resume`` is
+The loop test is the acceptance test of docs/operations.md: ``odsd collect`` then ``odsd resume`` is
 terminated at random moments (>= 20 times); afterwards no partial episode is visible, episode ids
 are unique and the run's iteration / beta / policy-version sequence is exactly the one an
 uninterrupted run with the same seed committed.
