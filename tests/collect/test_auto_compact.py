@@ -66,12 +66,16 @@ SMALL = ("compaction.min_segments=4", "compaction.vacuum_grace_s=0")
 
 def test_cli_collect_with_auto_compaction_bounds_files_and_keeps_data(tmp_path: Path) -> None:
     on, off = tmp_path / "on", tmp_path / "off"
-    collect(on, *SMALL)
     collect(off, "compaction.enabled=false")
+    collect(on, *SMALL)
     config = load_config(None, None, list(SMALL)).compaction
 
     # With auto-compaction the store holds at most the bound; without it, one segment per commit.
     assert count_entries(on) <= file_bound(on, config)
+    # The bound allows for segments of the last grace + 10 s still waiting for deletion: measure
+    # the store without compaction once none of its records is that recent.
+    newest = max(p.stat().st_mtime for p in (off / "_log").glob("*.json"))
+    time.sleep(max(0.0, newest + config.vacuum_grace_s + 10.5 - time.time()))
     assert count_entries(off) > file_bound(off, config), "the run was too short to tell the two apart"
     segments = [p for p in (on / "segments").glob("*/*") if p.is_dir()]
     fields = len(EpisodeStore.open(on).features)
