@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import TypeVar
 
 
 class OdsdError(Exception):
@@ -27,6 +28,8 @@ class StorageError(OdsdError):
     exit_code = 6
 
 
+E = TypeVar("E", bound="OdsdError")
+
 # errno values meaning "this storage cannot take the write now", not a bug in odsd.
 STORAGE_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG, errno.EACCES, errno.EPERM}
@@ -37,10 +40,15 @@ def as_storage_error(exc: BaseException) -> StorageError | None:
     """``exc`` as a one-line :class:`StorageError` when it is an OSError of :data:`STORAGE_ERRNOS`."""
     if isinstance(exc, StorageError):
         return exc
-    if not isinstance(exc, OSError) or exc.errno not in STORAGE_ERRNOS:
+    return _one_line(exc, STORAGE_ERRNOS, StorageError, "cannot write")
+
+
+def _one_line(exc: BaseException, errnos: frozenset[int], cls: type[E], what: str) -> E | None:
+    """``cls("<what>: <strerror> (<file>)")`` caused by ``exc`` when it is an OSError of ``errnos``."""
+    if not isinstance(exc, OSError) or exc.errno not in errnos:
         return None
     where = exc.filename if exc.filename is not None else "?"
-    error = StorageError(f"cannot write: {os.strerror(exc.errno).lower()} ({where})")
+    error = cls(f"{what}: {os.strerror(exc.errno).lower()} ({where})")
     error.__cause__ = exc
     return error
 
@@ -59,9 +67,4 @@ def as_user_error(exc: BaseException) -> OdsdError | None:
     storage = as_storage_error(exc)
     if storage is not None:
         return storage
-    if not isinstance(exc, OSError) or exc.errno not in PATH_ERRNOS:
-        return None
-    where = exc.filename if exc.filename is not None else "?"
-    error = PathError(f"cannot use path: {os.strerror(exc.errno).lower()} ({where})")
-    error.__cause__ = exc
-    return error
+    return _one_line(exc, PATH_ERRNOS, PathError, "cannot use path")
