@@ -8,7 +8,12 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
 from odsd.schema.names import check_data_path
 
@@ -24,12 +29,34 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ImageEncoding(_Doc):
+    """How the frames of an image field are compressed: one frame per chunk, many chunks per file.
+
+    ``codec`` names a codec of :mod:`odsd.store.codecs`; ``quality`` applies to lossy codecs only.
+    """
+
+    codec: str
+    quality: int | None = None
+
+
+FeatureKind = Literal["array", "image", "depth"]
+"""``image``: uint8 ``(height, width, channels)`` camera frames; ``depth``: uint16 ``(height, width, 1)``
+depth in millimetres; ``array``: everything else."""
+
+
 class FeatureSpec(_Doc):
-    """One per-frame field: its numpy dtype, per-frame shape and element names."""
+    """One per-frame field: its numpy dtype, per-frame shape and element names.
+
+    Camera fields have ``kind="image"`` (or ``"depth"``) and an ``encoding``; a store without
+    camera fields has the same documents (and schema hash) as before cameras existed.
+    """
 
     dtype: str
     shape: tuple[int, ...] = ()
     names: list[str] | None = None
+    kind: FeatureKind = Field(default="array", exclude_if=lambda kind: kind == "array")
+    encoding: ImageEncoding | None = Field(default=None, exclude_if=lambda encoding: encoding is None)
+    """Camera fields are written only when set, so stores without cameras read as before."""
 
     @field_validator("dtype")
     @classmethod
@@ -49,6 +76,10 @@ class FeatureSpec(_Doc):
             raise ValueError(f"shape {value} has a non-positive dimension")
         return value
 
+    def hash_fields(self) -> dict[str, Any]:
+        """The fields the schema hash covers (camera fields only when set: older hashes stay valid)."""
+        return self.model_dump()
+
 
 class StoreManifest(_Doc):
     """``odsd.json``: identity, format version and feature schema of a store."""
@@ -65,7 +96,10 @@ class StoreManifest(_Doc):
 
     def schema_hash(self) -> str:
         """A stable hash of the feature schema (names, dtypes, shapes, element names) and fps."""
-        payload = {"fps": self.fps, "features": {k: v.model_dump() for k, v in sorted(self.features.items())}}
+        payload = {
+            "fps": self.fps,
+            "features": {k: v.hash_fields() for k, v in sorted(self.features.items())},
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
