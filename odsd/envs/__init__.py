@@ -13,9 +13,12 @@ from odsd.envs.errors import EnvContractError, EnvError, EnvNotFoundError, EnvSp
 from odsd.envs.protocol import SupportsSafeHold, SupportsState, VecEnv, resolve_env_ids, safe_hold_action
 from odsd.envs.registry import import_object, list_envs, make_env, register_env
 from odsd.envs.spec import (
+    DEPTH_PREFIX,
     ENVIRONMENT_STATE_KEY,
+    IMAGES_PREFIX,
     STATE_KEY,
     ActionSpec,
+    CameraSpec,
     EnvSpec,
     ObservationKey,
     StateField,
@@ -23,9 +26,12 @@ from odsd.envs.spec import (
 )
 
 __all__ = [
+    "DEPTH_PREFIX",
     "ENVIRONMENT_STATE_KEY",
+    "IMAGES_PREFIX",
     "STATE_KEY",
     "ActionSpec",
+    "CameraSpec",
     "CheckItem",
     "CheckReport",
     "EnvContractError",

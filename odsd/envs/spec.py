@@ -19,6 +19,14 @@ policies, the store schema) is checked against it::
     spec.features()["action"]             # {"dtype": "float32", "shape": (3,), "names": [...]}
     spec.layout_hash()                    # sha256 hex of the observation/action layout
 
+Cameras are declared beside the observation keys; their frames ride in the same obs dict under
+``camera.key`` and pass through flattening untouched::
+
+    spec = EnvSpec(..., cameras=(CameraSpec("top", 96, 96, depth=True, description="over the table"),))
+    obs["observation.images.top"]   # [num_envs, 96, 96, 3] uint8 on spec.device
+    obs["observation.depth.top"]    # [num_envs, 96, 96, 1] uint16 millimetres
+    spec.features()["observation.images.top"]["kind"]  # "image"
+
 All spec classes are frozen dataclasses validated in ``__post_init__``; a bad spec raises
 :class:`~odsd.envs.errors.EnvSpecError` at construction.
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +48,12 @@ from odsd.envs.errors import EnvContractError, EnvSpecError
 
 STATE_KEY = "observation.state"
 ENVIRONMENT_STATE_KEY = "observation.environment_state"
+IMAGES_PREFIX = "observation.images."
+"""Camera ``top`` is the per-frame field ``observation.images.top`` (uint8, HWC)."""
+DEPTH_PREFIX = "observation.depth."
+"""The optional depth of camera ``top`` is ``observation.depth.top`` (uint16 millimetres, HW1)."""
+IMAGE_NAMES = ("height", "width", "channels")
+_CAMERA_NAME = re.compile(r"[a-z0-9_]+")
 
 _TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -209,13 +224,88 @@ def _is_integer(value: object) -> bool:
 
 
 @dataclass(frozen=True)
+class CameraSpec:
+    """One camera of an env: ``[num_envs, height, width, channels]`` uint8 frames under :attr:`key`.
+
+    ``depth=True`` adds ``[num_envs, height, width, 1]`` uint16 depth in millimetres under
+    :attr:`depth_key`. ``name`` is a plain name (``[a-z0-9_]+``) because it becomes part of the
+    field name (``observation.images.<name>``)::
+
+        CameraSpec("wrist", 96, 96, description="on the end effector, looking down").key
+        # 'observation.images.wrist'
+    """
+
+    name: str
+    height: int
+    width: int
+    channels: int = 3
+    depth: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _CAMERA_NAME.fullmatch(self.name):
+            raise EnvSpecError(f"camera name must be a non-empty plain name [a-z0-9_]+, got {self.name!r}")
+        for what in ("height", "width", "channels"):
+            value = getattr(self, what)
+            if not _is_integer(value) or value <= 0:
+                raise EnvSpecError(f"camera {self.name!r}: {what} must be a positive integer, got {value!r}")
+        if self.channels not in (1, 3):
+            raise EnvSpecError(f"camera {self.name!r}: channels must be 1 or 3, got {self.channels}")
+        if not isinstance(self.depth, bool):
+            raise EnvSpecError(f"camera {self.name!r}: depth must be true or false, got {self.depth!r}")
+        if not isinstance(self.description, str):
+            raise EnvSpecError(f"camera {self.name!r}: description must be a string")
+
+    @property
+    def key(self) -> str:
+        """The frame's field name: ``observation.images.<name>``."""
+        return IMAGES_PREFIX + self.name
+
+    @property
+    def depth_key(self) -> str:
+        """The depth field name: ``observation.depth.<name>`` (present only with ``depth=True``)."""
+        return DEPTH_PREFIX + self.name
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Per-row frame shape ``(height, width, channels)``."""
+        return (self.height, self.width, self.channels)
+
+    @property
+    def depth_shape(self) -> tuple[int, int, int]:
+        """Per-row depth shape ``(height, width, 1)``."""
+        return (self.height, self.width, 1)
+
+    def features(self) -> dict[str, dict[str, Any]]:
+        """``{key: {dtype, shape, names, kind="image"}}`` plus the depth field when it has one."""
+        out: dict[str, dict[str, Any]] = {
+            self.key: {"dtype": "uint8", "shape": self.shape, "names": list(IMAGE_NAMES), "kind": "image"}
+        }
+        if self.depth:
+            out[self.depth_key] = {
+                "dtype": "uint16",
+                "shape": self.depth_shape,
+                "names": list(IMAGE_NAMES),
+                "kind": "depth",
+            }
+        return out
+
+    def tensors(self) -> tuple[tuple[str, tuple[int, int, int], torch.dtype], ...]:
+        """``(key, per-row shape, dtype)`` of each tensor this camera puts in the obs dict."""
+        out = ((self.key, self.shape, torch.uint8),)
+        return (*out, (self.depth_key, self.depth_shape, torch.uint16)) if self.depth else out
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """Everything the collector may assume about a vectorized environment.
 
     ``state_keys`` (default: every observation key, in order) are concatenated into
     ``observation.state``; ``environment_state_keys`` (optional) into
-    ``observation.environment_state``. Both flattened tensors are float32. ``params`` carries
-    task constants (speeds, tolerances) that planners read; they are not part of the layout hash.
+    ``observation.environment_state``. Both flattened tensors are float32. ``cameras`` add image
+    frames (and optional depth) to the obs dict under their own keys; they are never flattened
+    into either vector. ``params`` carries task constants (speeds, tolerances) that planners read;
+    they are not part of the layout hash.
     """
 
     task: str
@@ -231,6 +321,7 @@ class EnvSpec:
     state_keys: tuple[str, ...] | None = None
     environment_state_keys: tuple[str, ...] | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    cameras: tuple[CameraSpec, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "device", torch.device(self.device))
@@ -260,12 +351,53 @@ class EnvSpec:
         env_keys = tuple(self.environment_state_keys) if self.environment_state_keys else None
         for group, what in ((state_keys, "state_keys"), (env_keys or (), "environment_state_keys")):
             unknown = [k for k in group if k not in keys]
+            cams = {
+                n for c in self.cameras if isinstance(c, CameraSpec) for n in (c.name, c.key, c.depth_key)
+            }
+            if any(k in cams for k in unknown):
+                raise EnvSpecError(
+                    f"{self.task}: {what} name cameras {[k for k in unknown if k in cams]}; camera frames "
+                    "are their own features and never part of a state vector"
+                )
             if unknown:
                 raise EnvSpecError(f"{self.task}: {what} name unknown observation keys {unknown}")
         if not state_keys:
             raise EnvSpecError(f"{self.task}: state_keys must not be empty")
         object.__setattr__(self, "state_keys", state_keys)
         object.__setattr__(self, "environment_state_keys", env_keys)
+        self._check_cameras()
+
+    def _check_cameras(self) -> None:
+        cameras = tuple(self.cameras)
+        object.__setattr__(self, "cameras", cameras)
+        bad = [c for c in cameras if not isinstance(c, CameraSpec)]
+        if bad:
+            raise EnvSpecError(f"{self.task}: cameras must be CameraSpec, got {type(bad[0]).__name__}")
+        names = [c.name for c in cameras]
+        if len(set(names)) != len(names):
+            raise EnvSpecError(f"{self.task}: duplicate camera names {names}")
+        reserved = [k.name for k in self.observation if k.name.startswith((IMAGES_PREFIX, DEPTH_PREFIX))]
+        if reserved:
+            raise EnvSpecError(
+                f"{self.task}: observation keys {reserved} use a camera field name; declare cameras with "
+                "EnvSpec(cameras=(CameraSpec(...),)) instead"
+            )
+        keys = set(self.observation_keys)
+        clash = [n for n in names if n in keys]
+        if clash:
+            raise EnvSpecError(f"{self.task}: camera names {clash} are also observation keys")
+        groups = (("state_keys", self.state_keys), ("environment_state_keys", self.environment_state_keys))
+        for what, group in groups:
+            images = [
+                k
+                for k in group or ()
+                if (key := self.observation_keys[k]).dtype == "uint8" and len(key.shape) == 3
+            ]
+            if images:
+                raise EnvSpecError(
+                    f"{self.task}: {what} include image-like observation keys {images} ([H, W, C] uint8); "
+                    "declare them as cameras (CameraSpec), which are never flattened into a state vector"
+                )
 
     # -- observation layout -------------------------------------------------------------------
 
@@ -273,6 +405,14 @@ class EnvSpec:
     def observation_keys(self) -> dict[str, ObservationKey]:
         """``name → ObservationKey`` in spec order."""
         return {k.name: k for k in self.observation}
+
+    @property
+    def camera_keys(self) -> tuple[str, ...]:
+        """Obs-dict keys of every camera tensor, in camera order (each image key, then its depth key).
+
+        >>> spec.camera_keys  # ('observation.images.top', 'observation.images.wrist')
+        """
+        return tuple(key for camera in self.cameras for key, _shape, _dtype in camera.tensors())
 
     @property
     def state_dim(self) -> int:
@@ -304,12 +444,19 @@ class EnvSpec:
         out = {STATE_KEY: cat(self.state_keys)}
         if self.environment_state_keys:
             out[ENVIRONMENT_STATE_KEY] = cat(self.environment_state_keys)
+        for key in self.camera_keys:
+            if key not in obs:
+                raise EnvContractError(f"{self.task}: observation is missing camera key {key!r}")
+            out[key] = obs[key]
         return out
 
     def features(self) -> dict[str, dict[str, Any]]:
-        """Per-frame feature schema of the flattened observation and the raw action.
+        """Per-frame feature schema of the flattened observation, the cameras and the raw action.
 
-        ``{"observation.state": {"dtype": "float32", "shape": (D,), "names": [...]}, "action": ...}``
+        ``{"observation.state": {"dtype": "float32", "shape": (D,), "names": [...]}, "action": ...}``;
+        each camera adds ``{"dtype": "uint8", "shape": (H, W, C), "names": ["height", "width",
+        "channels"], "kind": "image"}`` under its key (and ``kind="depth"``, uint16 ``(H, W, 1)``).
+        Only camera features carry ``kind``.
         """
         out: dict[str, dict[str, Any]] = {
             STATE_KEY: {
@@ -321,6 +468,8 @@ class EnvSpec:
         if self.environment_state_keys:
             names = self._flat_names(self.environment_state_keys)
             out[ENVIRONMENT_STATE_KEY] = {"dtype": "float32", "shape": (len(names),), "names": names}
+        for camera in self.cameras:
+            out.update(camera.features())
         out["action"] = {
             "dtype": "float32",
             "shape": (self.action.dim,),
@@ -329,8 +478,12 @@ class EnvSpec:
         return out
 
     def layout(self) -> dict[str, Any]:
-        """JSON-able description of the observation/action layout (what ``layout_hash`` covers)."""
-        return {
+        """JSON-able description of the observation/action layout (what ``layout_hash`` covers).
+
+        ``cameras`` (name, shape, depth; not the description) is present only when the env has
+        cameras, so the hash of a spec without cameras is what it was before cameras existed.
+        """
+        out: dict[str, Any] = {
             "observation": [
                 {"name": k.name, "shape": list(k.shape), "dtype": k.dtype, "names": k.element_names()}
                 for k in self.observation
@@ -346,6 +499,12 @@ class EnvSpec:
                 "normalized": self.action.normalized,
             },
         }
+        if self.cameras:
+            out["cameras"] = [
+                {"name": c.name, "shape": list(c.shape), "dtype": "uint8", "depth": c.depth}
+                for c in self.cameras
+            ]
+        return out
 
     def layout_hash(self) -> str:
         """Stable sha256 hex digest of :meth:`layout`; independent of num_envs, device and timing."""
@@ -375,6 +534,25 @@ class EnvSpec:
                 )
             if require_finite and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise EnvContractError(f"{self.task}: observation {key.name!r} has non-finite values")
+        for camera in self.cameras:
+            for name, shape, dtype in camera.tensors():
+                self._check_camera_tensor(obs, name, (self.num_envs, *shape), dtype)
+
+    def _check_camera_tensor(
+        self, obs: Mapping[str, torch.Tensor], name: str, expected: tuple[int, ...], dtype: torch.dtype
+    ) -> None:
+        if name not in obs:
+            raise EnvContractError(f"{self.task}: observation is missing camera key {name!r}")
+        tensor = obs[name]
+        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != expected:
+            got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise EnvContractError(f"{self.task}: camera {name!r} is {got}, expected {expected} (N, H, W, C)")
+        if tensor.dtype != dtype:
+            raise EnvContractError(f"{self.task}: camera {name!r} has dtype {tensor.dtype}, expected {dtype}")
+        if not same_device(tensor.device, self.device):
+            raise EnvContractError(
+                f"{self.task}: camera {name!r} is on {tensor.device}, expected {self.device}"
+            )
 
     def check_action(self, action: torch.Tensor) -> torch.Tensor:
         """Validate the shape/device of an action batch; return it as float32."""
