@@ -49,6 +49,17 @@ def _run_service(cfg: Any, state: Any, metrics_textfile: Path | None, json_logs:
     _print_summary(summary, cfg.store, json_logs=json_logs)
 
 
+def image_encodings(items: list[str]) -> dict[str, str]:
+    """``--image-codec`` values → ``{camera or "*": encoding}`` (``top=jpeg:90``, ``png``)."""
+    out: dict[str, str] = {}
+    for item in items:
+        camera, sep, encoding = item.rpartition("=")
+        if not encoding or (sep and not camera):
+            raise typer.BadParameter(f"{item!r}: expected CAMERA=CODEC or CODEC", param_hint="--image-codec")
+        out[camera or "*"] = encoding
+    return out
+
+
 def collect_cmd(
     config: ConfigOpt = None,
     mode: Annotated[str | None, typer.Option(help="expert_demo | dagger_sync.")] = None,
@@ -87,6 +98,13 @@ def collect_cmd(
         str | None, typer.Option(help="Where commits are written: process (default) | thread.")
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: time-based).")] = None,
+    image_codec: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image-codec",
+            help="Store encoding of camera frames: CAMERA=CODEC or CODEC for all, e.g. top=jpeg:90 (repeatable).",
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any config field: dotted.name=value.")
     ] = None,
@@ -124,6 +142,7 @@ def collect_cmd(
         "durability": durability,
         "writer": writer,
         "run_id": run_id,
+        "image_encoding": image_encodings(image_codec) if image_codec else None,
     }
     cfg = load_config(config, overrides, set_)
     if cfg.mode == "eval":

@@ -11,6 +11,32 @@ import numpy as np
 import torch
 
 from odsd.envs.spec import torch_dtype
+from odsd.errors import ConfigError
+
+
+def frame_nbytes(features: Mapping[str, Mapping[str, Any]]) -> int:
+    """Bytes one frame of ``features`` takes in the buffers."""
+    return sum(
+        math.prod(int(d) for d in feat["shape"]) * torch_dtype(feat["dtype"]).itemsize
+        for feat in features.values()
+    )
+
+
+def spare_slots_within(num_envs: int, slot_nbytes: int, budget: int) -> int:
+    """Spare episode slots (at most ``num_envs``) so that all slots fit in ``budget`` bytes.
+
+    Each row needs a slot for its episode in progress and at least one spare slot must exist;
+    a budget below that is a :class:`ConfigError` naming the size that is needed.
+    """
+    fit = budget // max(slot_nbytes, 1) - num_envs
+    if fit < 1:
+        need = (num_envs + 1) * slot_nbytes
+        raise ConfigError(
+            f"episode buffers need {need / 2**20:.0f} MiB ({num_envs} rows + 1 spare episode of "
+            f"{slot_nbytes / 2**20:.1f} MiB each) but episode_buffer_bytes is {budget / 2**20:.0f} MiB: "
+            "lower num_envs or the image size, or raise episode_buffer_bytes"
+        )
+    return min(num_envs, fit)
 
 
 @dataclass(frozen=True)
@@ -58,6 +84,8 @@ class EpisodeBuffers:
             widths[dtype] = start + math.prod(shape)
             self.columns[name] = _Column(dtype, start, widths[dtype], shape)
             self._group_fields.setdefault(dtype, []).append(name)
+        self.nbytes = self.num_slots * max_steps * sum(w * d.itemsize for d, w in widths.items())
+        """Bytes all slots take on ``device``: ``slots × max_steps × bytes per frame``."""
         self.data: dict[torch.dtype, torch.Tensor] = {
             dtype: torch.zeros((self.num_slots, max_steps, width), dtype=dtype, device=device)
             for dtype, width in widths.items()

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from odsd.collect.beta import BetaSchedule
-from odsd.collect.buffers import EpisodeBuffers
+from odsd.collect.buffers import EpisodeBuffers, frame_nbytes, spare_slots_within
 from odsd.collect.commit_process import CommitProcess
 from odsd.collect.commit_worker import CommitStats, CommitWorker
 from odsd.collect.config import CollectConfig
@@ -131,7 +131,9 @@ class Collector:
         self._stop = threading.Event()
         self.schedule: BetaSchedule = config.beta
         self.progress = Progress()
-        self.features = frame_features(self.spec, record_state=config.record_state)
+        self.features = frame_features(
+            self.spec, record_state=config.record_state, image_encoding=config.image_encoding
+        )
         self.store: EpisodeStore | None = None
         self.worker: CommitWorker | CommitProcess | None = None
         if commit_store:
@@ -151,7 +153,15 @@ class Collector:
         self.mixer = BetaMixer(self.n, seed=config.seed + 7919, unit=config.mixing)
         max_steps = self.spec.max_episode_steps
         recorded = {k: v for k, v in self.features.items() if k not in DERIVED_FIELDS}
-        self.buffers = EpisodeBuffers(recorded, self.n, max_steps, self.device)
+        spare = spare_slots_within(self.n, max_steps * frame_nbytes(recorded), config.episode_buffer_bytes)
+        self.buffers = EpisodeBuffers(recorded, self.n, max_steps, self.device, spare_slots=spare)
+        log.info(
+            "episode buffers: %d slots x %d steps, %.1f MiB on %s",
+            self.buffers.num_slots,
+            max_steps,
+            self.buffers.nbytes / 2**20,
+            self.device,
+        )
         self.step_index = torch.zeros(self.n, dtype=torch.long, device=self.device)
         self.episode_started: list[str] = [""] * self.n
         self._low = self.spec.action.low_tensor(self.device) - 1e-5
@@ -537,6 +547,11 @@ class Collector:
         self, rows: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, success: torch.Tensor
     ) -> None:
         """Count finished rows now; their frames wait in retired slots until :meth:`_flush`."""
+        spare = self.buffers.num_slots - self.n
+        if rows.numel() > spare:  # a tight memory budget: fewer spare slots than rows finishing
+            for part in rows.split(spare):
+                self._finish_episodes(part, terminated, truncated, success)
+            return
         if self.buffers.free_slots < rows.numel():
             self._flush()
         lengths = self.step_index[rows].tolist()

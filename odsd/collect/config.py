@@ -100,6 +100,14 @@ class CollectConfig(BaseModel):
     """torch intra-op threads for this process (default: torch's choice)."""
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     """Auto-compaction while collecting (see :class:`CompactionConfig`)."""
+    image_encoding: dict[str, str] = Field(default_factory=dict)
+    """How camera frames are compressed in the store, per camera name (``"*"``: every camera):
+    ``{"top": "jpeg:90", "*": "png"}``; cameras not named use the store's lossless default."""
+    episode_buffer_bytes: int = Field(default=4 * 2**30, ge=1)
+    """Most memory (on the env device) the preallocated episode buffers may take. Every row needs
+    one episode slot; finished episodes wait in spare slots until they are copied out, and with
+    cameras the spare slots are cut to fit this bound (finished episodes are then copied out
+    earlier, in smaller batches)."""
 
     @field_validator("run_id")
     @classmethod
@@ -131,6 +139,7 @@ class CollectConfig(BaseModel):
             "expert": self.expert,
             "mode": self.mode,
             "record_state": self.record_state,
+            "image_encoding": self.image_encoding,
         }
 
 

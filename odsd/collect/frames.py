@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from odsd.envs import EnvSpec
+from odsd.errors import ConfigError
 
 SOURCE_STUDENT = 0
 SOURCE_EXPERT = 1
@@ -12,10 +14,13 @@ SOURCE_HOLD = 2
 SOURCE_NAMES = {SOURCE_STUDENT: "student", SOURCE_EXPERT: "expert", SOURCE_HOLD: "hold"}
 
 
-def frame_features(spec: EnvSpec, *, record_state: bool = False) -> dict[str, dict[str, Any]]:
-    """Field name -> ``{dtype, shape, names}`` for every per-frame field odsd records.
+def frame_features(
+    spec: EnvSpec, *, record_state: bool = False, image_encoding: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Field name -> ``{dtype, shape, names}`` (plus ``kind``/``encoding`` for cameras) per recorded field.
 
-    Observation keys come from the env spec; actions use the env's raw action space.
+    Observation keys and cameras come from the env spec; actions use the env's raw action
+    space. ``image_encoding`` maps camera names (or ``"*"``) to encodings like ``"jpeg:90"``.
     """
     env_features = spec.features()
     action = env_features.pop("action")
@@ -44,7 +49,34 @@ def frame_features(spec: EnvSpec, *, record_state: bool = False) -> dict[str, di
     if record_state and spec.state is not None:
         for name, feat in spec.state.features().items():
             features[name if name.startswith("state.") else f"state.{name}"] = feat
-    return {
+    out = {
         k: {"dtype": v["dtype"], "shape": list(v["shape"]), "names": v.get("names")}
         for k, v in features.items()
     }
+    for k, v in features.items():
+        if v.get("kind", "array") != "array":
+            out[k]["kind"] = v["kind"]
+    if image_encoding:
+        for key, encoding in camera_encodings(spec, image_encoding).items():
+            out[key]["encoding"] = encoding
+    return out
+
+
+def camera_encodings(spec: EnvSpec, image_encoding: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Image feature key -> the encoding chosen for it (cameras left to the store default are absent).
+
+    Raises :class:`~odsd.errors.ConfigError` naming an unknown camera or encoding.
+    """
+    from odsd.store.codecs import parse_encoding
+
+    cameras = {camera.name: camera for camera in spec.cameras}
+    unknown = sorted(set(image_encoding) - set(cameras) - {"*"})
+    if unknown:
+        known = ", ".join(sorted(cameras)) or "none"
+        raise ConfigError(f"image_encoding names unknown cameras {unknown} (task {spec.task!r} has: {known})")
+    out: dict[str, dict[str, Any]] = {}
+    for name, camera in cameras.items():
+        text = image_encoding.get(name, image_encoding.get("*"))
+        if text is not None:
+            out[camera.key] = parse_encoding(text).model_dump()
+    return out
