@@ -156,11 +156,12 @@ class Collector:
         spare = spare_slots_within(self.n, max_steps * frame_nbytes(recorded), config.episode_buffer_bytes)
         self.buffers = EpisodeBuffers(recorded, self.n, max_steps, self.device, spare_slots=spare)
         log.info(
-            "episode buffers: %d slots x %d steps, %.1f MiB on %s",
+            "episode buffers: %d slots x %d steps, %.1f MiB on %s; up to %d batches queued for the writer",
             self.buffers.num_slots,
             max_steps,
             self.buffers.nbytes / 2**20,
             self.device,
+            self._queue_size(),
         )
         self.step_index = torch.zeros(self.n, dtype=torch.long, device=self.device)
         self.episode_started: list[str] = [""] * self.n
@@ -361,6 +362,14 @@ class Collector:
             per_iteration=list(self.per_iteration),
         )
 
+    def _queue_size(self) -> int:
+        """Batches that may wait for the writer: ``queue_size``, fewer if they would pass ``commit_queue_bytes``."""
+        spare = self.buffers.num_slots - self.n
+        batch_bytes = (
+            spare * self.buffers.nbytes // self.buffers.num_slots
+        )  # a flush takes at most the spares
+        return max(1, min(self.config.queue_size, self.config.commit_queue_bytes // max(batch_bytes, 1)))
+
     def _start_worker(self, store: EpisodeStore) -> CommitWorker | CommitProcess:
         writer_id = f"{self.run_id}-{uuid.uuid4().hex[:6]}"
         options: dict[str, Any] = {
@@ -368,7 +377,7 @@ class Collector:
             # Episodes wait up to half the age here and half in the worker: a finished episode
             # is committed within commit_max_age_s (plus the commit itself).
             "max_batch_age_s": self.config.commit_max_age_s / 2,
-            "queue_size": self.config.queue_size,
+            "queue_size": self._queue_size(),
             "context": self._commit_context,
             "on_commit": self._on_commit,
             "compaction": self.config.compaction,

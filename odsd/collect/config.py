@@ -86,6 +86,10 @@ class CollectConfig(BaseModel):
     commit_max_age_s: float = Field(default=2.0, gt=0)
     """A finished episode is committed at most this long after it finished (plus the commit's own time)."""
     queue_size: int = Field(default=256, ge=1)
+    """Most batches of finished episodes waiting for the writer (each up to the spare slots' episodes)."""
+    commit_queue_bytes: int = Field(default=2 * 2**30, ge=1)
+    """Most bytes of frames waiting for the writer: with cameras, fewer than ``queue_size`` batches
+    may wait (at least one), and the collector blocks until the writer catches up."""
     durability: Literal["fsync", "process"] = "fsync"
     writer: Literal["process", "thread"] = "process"
     """Where commits are written: a child process (own core, no GIL contention with the loop)
