@@ -34,8 +34,15 @@ import crc32c
 import numcodecs
 import numpy as np
 
-from odsd.schema import FeatureSpec, SegmentInfo
+from odsd.schema import FeatureSpec, ImageEncoding, SegmentInfo
 from odsd.store.errors import CorruptStoreError, StoreError
+from odsd.store.frame_codecs import ZARR_CODEC_NAME, encoding_config
+from odsd.store.image_arrays import (
+    chunks_checksum,
+    decode_chunks,
+    index_nbytes,
+    shard_index,
+)
 from odsd.store.segments import frame_checksum
 
 _ZSTD = numcodecs.Zstd()
@@ -66,6 +73,12 @@ class ArrayLayout:
     """Chunk files in frame order (chunk ``i`` holds frames ``i*chunk_frames ..``)."""
     missing: frozenset[str] = field(default_factory=frozenset)
     """Chunks of the grid that have no file (zarr would read fill values there)."""
+    encoding: ImageEncoding | None = None
+    """Image fields: chunk files are shards of one encoded frame per inner chunk."""
+
+    def frames_in(self, i: int) -> int:
+        """How many frames chunk file ``i`` holds."""
+        return min(self.chunk_frames, self.shape[0] - i * self.chunk_frames)
 
 
 def _meta_problem(meta: Any, spec: FeatureSpec, n_frames: int) -> str | None:
@@ -109,6 +122,13 @@ def _compare_meta(meta: Any, spec: FeatureSpec, n_frames: int) -> str | None:
     if isinstance(fill, str) or fill is None or fill != 0:
         return f"fill_value {fill!r} differs from the committed 0"
     codecs = meta.get("codecs")
+    if spec.encoding is not None:
+        want = _image_codecs(spec)
+        if codecs != want:
+            return f"codecs {codecs} differ from the committed {want}"
+        if meta.get("storage_transformers"):
+            return "storage transformers are not part of the committed format"
+        return None
     names = tuple(c.get("name") for c in codecs if isinstance(c, dict)) if isinstance(codecs, list) else ()
     if names != _CODECS or len(names) != len(codecs):  # type: ignore[arg-type]
         return f"codecs {list(names) or codecs} differ from the committed {list(_CODECS)}"
@@ -118,6 +138,28 @@ def _compare_meta(meta: Any, spec: FeatureSpec, n_frames: int) -> str | None:
     if meta.get("storage_transformers"):
         return "storage transformers are not part of the committed format"
     return None
+
+
+def _image_codecs(spec: FeatureSpec) -> list[dict[str, Any]]:
+    """The ``codecs`` of an image field's ``zarr.json`` as odsd (and zarr) write them."""
+    assert spec.encoding is not None
+    return [
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [1, *spec.shape],
+                "codecs": [
+                    {"name": ZARR_CODEC_NAME, "configuration": encoding_config(spec.encoding)},
+                    {"name": "crc32c"},
+                ],
+                "index_codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "crc32c"},
+                ],
+                "index_location": "end",
+            },
+        }
+    ]
 
 
 def _read_plain(path: str) -> bytes:
@@ -235,6 +277,7 @@ def check_segment(
             chunk_frames=chunk_frames,
             chunks=chunks,
             missing=frozenset(missing),
+            encoding=spec.encoding,
         )
     if not problems and not partial and total != info.nbytes:
         # A chunk zarr never wrote (all fill values) is not counted in the record's byte count
@@ -257,10 +300,33 @@ def _locate_size_damage(layouts: Mapping[str, ArrayLayout]) -> list[Problem]:
     """The chunk files whose crc32c fails (called only when the byte count is off)."""
     found = []
     for layout in layouts.values():
-        for path in layout.chunks:
-            if path not in layout.missing and not _chunk_ok(_read_plain(path)):
+        for i, path in enumerate(layout.chunks):
+            if path in layout.missing:
+                continue
+            if layout.encoding is not None:
+                try:
+                    _shard_chunks(layout, i, _read_plain(path))
+                except CorruptStoreError as exc:
+                    found.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+            elif not _chunk_ok(_read_plain(path)):
                 found.append(Problem(path, "damaged chunk (crc32c mismatch)"))
     return found
+
+
+def _shard_chunks(layout: ArrayLayout, i: int, data: bytes) -> list[memoryview]:
+    """The chunks (codec bytes + crc32c) of shard file ``i``, in frame order, every crc32c checked."""
+    path = layout.chunks[i]
+    size = index_nbytes(layout.chunk_frames)
+    view = memoryview(data)
+    index = shard_index(
+        view[-size:] if len(view) >= size else b"", len(view) - size, layout.frames_in(i), path
+    )
+    chunks = [view[o : o + k] for o, k in index]
+    from odsd.store.image_arrays import check_chunk
+
+    for j, chunk in enumerate(chunks):
+        check_chunk(chunk, path, i * layout.chunk_frames + j)
+    return chunks
 
 
 def _chunk_ok(data: bytes) -> bool:
@@ -273,6 +339,43 @@ def decode_array(layout: ArrayLayout) -> np.ndarray:
     Missing chunks are left at the fill value 0 (the caller decides, by the record's crc32,
     whether that is the committed data); a chunk whose crc32c or decoded size is wrong raises.
     """
+    return decode_checked(layout)[0]
+
+
+def decode_checked(layout: ArrayLayout) -> tuple[np.ndarray, str]:
+    """:func:`decode_array` and the checksum to compare with the commit record's for this field.
+
+    Plain fields: the crc32 of the decoded values; image fields: the crc32 of their encoded
+    chunks in frame order (:func:`~odsd.store.image_arrays.chunks_checksum`).
+    """
+    if layout.encoding is not None:
+        return _decode_image(layout)
+    values = _decode_plain(layout)
+    return values, frame_checksum(values)
+
+
+def _decode_image(layout: ArrayLayout) -> tuple[np.ndarray, str]:
+    out = np.zeros(layout.shape, dtype=layout.dtype)
+    assert layout.encoding is not None
+    crc_chunks: list[memoryview] = []
+    for i, path in enumerate(layout.chunks):
+        if path in layout.missing:
+            continue
+        try:
+            data = _read_plain(path)
+        except OSError as exc:
+            raise CorruptStoreError(f"{path}: cannot read shard ({exc.strerror})") from exc
+        chunks = _shard_chunks(layout, i, data)
+        lo = i * layout.chunk_frames
+        where = [(path, lo + j) for j in range(len(chunks))]
+        decode_chunks(
+            chunks, layout.encoding, layout.shape[1:], layout.dtype, out[lo : lo + len(chunks)], where
+        )
+        crc_chunks.extend(chunks)
+    return out, chunks_checksum(crc_chunks)
+
+
+def _decode_plain(layout: ArrayLayout) -> np.ndarray:
     n = layout.shape[0]
     out = (np.zeros if layout.missing else np.empty)(layout.shape, dtype=layout.dtype)
     if n == 0 or out.size == 0:
@@ -323,8 +426,8 @@ def checked_layouts(
 
 def read_verified(layout: ArrayLayout, info: SegmentInfo) -> np.ndarray:
     """One field of a checked segment, proven equal to the committed data by the record's crc32."""
-    values = decode_array(layout)
-    if frame_checksum(values) != info.checksums[layout.field]:
+    values, checksum = decode_checked(layout)
+    if checksum != info.checksums[layout.field]:
         if layout.missing:
             raise CorruptStoreError(
                 f"{min(layout.missing)}: chunk file is missing and its fill values are not the committed data"

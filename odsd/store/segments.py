@@ -12,20 +12,36 @@ import json
 import os
 import shutil
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
 import numcodecs
 import numpy as np
 
-from odsd.schema import FeatureSpec, SegmentInfo
+from odsd.schema import FeatureSpec, ImageEncoding, SegmentInfo
 from odsd.store.errors import CorruptStoreError, SchemaMismatchError
+from odsd.store.frame_codecs import encoding_config
 from odsd.store.fsio import PARTIAL_SUFFIX, fsync_dir, fsync_tree
+from odsd.store.image_arrays import build_shard, chunks_checksum, encode_chunks, index_nbytes
 
 _ZSTD_LEVEL = 1
 _FLAT_CHUNK_KEYS = {"name": "default", "separator": "."}
 """Chunk files sit directly in the array directory (``c.0.0``): fewer directories to create and fsync."""
+
+
+@dataclass(frozen=True)
+class EncodedFrames:
+    """Frames of an image field already encoded: one chunk (codec bytes + crc32c) per frame.
+
+    Compaction hands these to :func:`write_segment`, so frames are copied, never re-encoded (a
+    lossy frame stays the committed one).
+    """
+
+    chunks: Sequence[bytes | memoryview]
+    shape: tuple[int, ...]
+    """``(n_frames, *feature shape)``."""
 
 
 def frame_checksum(values: np.ndarray) -> str:
@@ -66,7 +82,7 @@ def validate_frames(
 def write_segment(
     root: Path,
     rel_path: str,
-    frames: Mapping[str, np.ndarray],
+    frames: Mapping[str, np.ndarray | EncodedFrames],
     features: Mapping[str, FeatureSpec],
     *,
     attributes: dict | None = None,
@@ -78,19 +94,27 @@ def write_segment(
     The group is built under a ``.partial`` name, synced when ``durable``, then renamed into
     place, so a group at its final name is always complete. All field arrays are created and
     written concurrently in one pass through zarr's event loop.
+
+    Fields with an ``encoding`` (cameras) are sharded image arrays (one frame per chunk, one
+    shard file per ``chunk_frames`` frames, the whole segment when None); their checksum is
+    :func:`~odsd.store.image_arrays.chunks_checksum`. They may be given as :class:`EncodedFrames`.
     """
     final = root / rel_path
     tmp = final.with_name(final.name + PARTIAL_SUFFIX)
     final.parent.mkdir(parents=True, exist_ok=True)
     n_frames = next(iter(frames.values())).shape[0] if frames else 0
     try:
+        checksums: dict[str, str] = {}
         if chunk_frames is None or chunk_frames >= n_frames:
-            _write_single_chunk_group(tmp, frames, features, attributes or {})
+            _write_single_chunk_group(tmp, frames, features, attributes or {}, checksums)
         else:
             from zarr.core.sync import sync
 
-            sync(_write_group(tmp, frames, features, attributes or {}, chunk_frames))
-        checksums = {name: frame_checksum(frames[name]) for name in features}
+            sync(_write_group(tmp, frames, features, attributes or {}, chunk_frames, checksums))
+        for name in features:
+            if name not in checksums:
+                checksums[name] = frame_checksum(frames[name])  # type: ignore[arg-type]
+        checksums = {name: checksums[name] for name in features}
         if durable:
             fsync_tree(tmp)
         os.rename(tmp, final)
@@ -108,7 +132,11 @@ def write_segment(
 
 
 def _write_single_chunk_group(
-    path: Path, frames: Mapping[str, np.ndarray], features: Mapping[str, FeatureSpec], attributes: dict
+    path: Path,
+    frames: Mapping[str, np.ndarray | EncodedFrames],
+    features: Mapping[str, FeatureSpec],
+    attributes: dict,
+    checksums: dict[str, str],
 ) -> None:
     """Write a Zarr v3 group whose arrays each hold one chunk, without zarr's per-array machinery.
 
@@ -116,12 +144,16 @@ def _write_single_chunk_group(
     chunks are encoded exactly as zarr encodes them (bytes little-endian → zstd → crc32c), so the
     files are byte-for-byte what ``zarr.create_array`` + ``arr[...] = values`` would write
     (tests read them back through zarr). This is ~10x cheaper per commit than going through
-    zarr, which matters because a collector commits many small segments.
+    zarr, which matters because a collector commits many small segments. Image fields are one
+    shard file of all frames (:func:`_write_sharded`); their checksums go into ``checksums``.
     """
     path.mkdir(parents=True)
     group = {"attributes": attributes, "zarr_format": 3, "node_type": "group"}
     (path / "zarr.json").write_bytes(json.dumps(group).encode())
-    for name in features:
+    for name, spec in features.items():
+        if spec.encoding is not None:
+            checksums[name] = _write_sharded(path / name, frames[name], spec, spec.encoding, None)
+            continue
         values = np.ascontiguousarray(frames[name])
         if values.dtype.byteorder == ">":
             values = values.astype(values.dtype.newbyteorder("<"))
@@ -157,6 +189,61 @@ def _metadata_template(dtype: str, ndim: int) -> str:
     return json.dumps(arr.metadata.to_dict())
 
 
+def _write_sharded(
+    field_dir: Path,
+    frames: np.ndarray | EncodedFrames,
+    spec: FeatureSpec,
+    encoding: ImageEncoding,
+    shard_frames: int | None,
+) -> str:
+    """Write an image field as shard files of ``shard_frames`` frames (all when None); its checksum.
+
+    The bytes are what zarr writes for the same array (``sharding_indexed`` of
+    ``odsd.image`` + crc32c); frames are encoded on all cores.
+    """
+    if isinstance(frames, EncodedFrames):
+        chunks, shape = list(frames.chunks), tuple(frames.shape)
+    else:
+        values = np.ascontiguousarray(frames)
+        chunks, shape = encode_chunks(values, encoding), values.shape
+    n = shape[0]
+    per = max(1, n if shard_frames is None else min(shard_frames, n))
+    field_dir.mkdir()
+    meta = json.loads(_image_metadata_template(spec.dtype, tuple(shape[1:]), json.dumps(encoding_config(encoding))))
+    meta["shape"] = list(shape)
+    meta["chunk_grid"]["configuration"]["chunk_shape"] = [per, *shape[1:]]
+    meta["codecs"][0]["configuration"]["chunk_shape"] = [1, *shape[1:]]
+    (field_dir / "zarr.json").write_bytes(json.dumps(meta).encode())
+    tail = ".0" * (len(shape) - 1)
+    for i, lo in enumerate(range(0, n, per)):
+        (field_dir / f"c.{i}{tail}").write_bytes(build_shard(chunks[lo : lo + per], slots=per))
+    return chunks_checksum(chunks)
+
+
+@functools.cache
+def _image_metadata_template(dtype: str, frame_shape: tuple[int, ...], config_json: str) -> str:
+    """zarr's own ``zarr.json`` for a sharded image array of this dtype/frame shape/encoding."""
+    import zarr
+    from zarr.codecs import Crc32cCodec
+    from zarr.storage import MemoryStore
+
+    from odsd.store.codecs import ImageCodec
+
+    shape = (1, *frame_shape)
+    arr = zarr.create_array(
+        store=MemoryStore(),
+        shape=shape,
+        dtype=dtype,
+        shards=shape,
+        chunks=shape,
+        serializer=ImageCodec(**json.loads(config_json)),
+        compressors=[Crc32cCodec()],
+        fill_value=0,
+        chunk_key_encoding=_FLAT_CHUNK_KEYS,
+    )
+    return json.dumps(arr.metadata.to_dict())
+
+
 def _array_metadata(dtype: str, shape: tuple[int, ...]) -> bytes:
     meta = json.loads(_metadata_template(dtype, len(shape)))
     meta["shape"] = list(shape)
@@ -166,10 +253,11 @@ def _array_metadata(dtype: str, shape: tuple[int, ...]) -> bytes:
 
 async def _write_group(
     path: Path,
-    frames: Mapping[str, np.ndarray],
+    frames: Mapping[str, np.ndarray | EncodedFrames],
     features: Mapping[str, FeatureSpec],
     attributes: dict,
     chunk_frames: int,
+    checksums: dict[str, str],
 ) -> None:
     import zarr.api.asynchronous as zarr_async
     from zarr.codecs import Crc32cCodec, ZstdCodec
@@ -178,7 +266,12 @@ async def _write_group(
     group = await zarr_async.create_group(store=LocalStore(path), zarr_format=3, attributes=attributes)
 
     async def write_field(name: str) -> None:
+        spec = features[name]
+        if spec.encoding is not None:
+            await write_image_field(name, spec, spec.encoding)
+            return
         values = frames[name]
+        assert isinstance(values, np.ndarray)
         n = values.shape[0]
         arr = await group.create_array(
             name=name,
@@ -193,7 +286,48 @@ async def _write_group(
         )
         await arr.setitem(Ellipsis, values)
 
+    async def write_image_field(name: str, spec: FeatureSpec, encoding: ImageEncoding) -> None:
+        values = frames[name]
+        if isinstance(values, EncodedFrames):  # copied chunks: written by odsd, never re-encoded
+            checksums[name] = await asyncio.to_thread(
+                _write_sharded, path / name, values, spec, encoding, chunk_frames
+            )
+            return
+        from odsd.store.codecs import ImageCodec
+
+        n = values.shape[0]
+        arr = await group.create_array(
+            name=name,
+            shape=values.shape,
+            dtype=values.dtype,
+            shards=(min(chunk_frames, n) or 1, *values.shape[1:]),
+            chunks=(1, *values.shape[1:]),
+            serializer=ImageCodec.from_encoding(encoding),
+            compressors=[Crc32cCodec()],
+            fill_value=0,
+            chunk_key_encoding=_FLAT_CHUNK_KEYS,
+            config={"write_empty_chunks": True},
+        )
+        await arr.setitem(Ellipsis, values)
+        checksums[name] = await asyncio.to_thread(_sharded_checksum, path / name, n, chunk_frames)
+
     await asyncio.gather(*(write_field(name) for name in features))
+
+
+def _sharded_checksum(field_dir: Path, n_frames: int, shard_frames: int) -> str:
+    """:func:`chunks_checksum` of a sharded image array zarr wrote (read back through its indexes)."""
+    from odsd.store.image_arrays import shard_index
+
+    per = max(1, min(shard_frames, n_frames))
+    tail = ".0" * (len(json.loads((field_dir / "zarr.json").read_bytes())["shape"]) - 1)
+    chunks: list[memoryview] = []
+    for i, lo in enumerate(range(0, n_frames, per)):
+        path = field_dir / f"c.{i}{tail}"
+        data = memoryview(path.read_bytes())
+        size = index_nbytes(per)
+        index = shard_index(data[-size:], len(data) - size, min(per, n_frames - lo), str(path))
+        chunks.extend(data[o : o + k] for o, k in index)
+    return chunks_checksum(chunks)
 
 
 def read_field(root: Path, rel_path: str, field: str) -> np.ndarray:
