@@ -10,8 +10,8 @@ import numpy as np
 
 from odsd.schema import AddAction, CommitRecord, EpisodeEntry, RemoveAction
 from odsd.store.errors import CommitConflictError
-from odsd.store.layout import checked_layouts, read_verified
-from odsd.store.segments import remove_tree, write_segment
+from odsd.store.layout import checked_layouts, read_for_copy
+from odsd.store.segments import EncodedFrames, concat_frames, remove_tree, take_frames, write_segment
 from odsd.store.state import StoreState
 from odsd.store.writer import new_writer_id, publish
 
@@ -77,13 +77,14 @@ def compact(
     for wseq, group in enumerate(groups):
         members = set(group)
         entries = [state.episodes[i] for i in sorted(state.episodes) if state.episodes[i].segment in members]
-        frames: dict[str, np.ndarray] = {}
+        frames: dict[str, np.ndarray | EncodedFrames] = {}
         # Verified reads: a damaged segment must not be laundered into a shard with fresh checksums.
         layouts = {s: checked_layouts(store.root, state.segments[s], store.features) for s in group}
         for field in store.features:
-            cache = {seg: read_verified(layouts[seg][field], state.segments[seg]) for seg in group}
-            frames[field] = np.concatenate(
-                [cache[e.segment][e.offset : e.offset + e.meta.length] for e in entries]
+            # Image fields are copied as encoded chunks: a lossy frame is never re-encoded.
+            cache = {seg: read_for_copy(layouts[seg][field], state.segments[seg]) for seg in group}
+            frames[field] = concat_frames(
+                [take_frames(cache[e.segment], e.offset, e.offset + e.meta.length) for e in entries]
             )
         rel_path = f"shards/{uuid.uuid4().hex[:16]}"
         info = write_segment(

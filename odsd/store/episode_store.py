@@ -23,6 +23,7 @@ from odsd.store.errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
+from odsd.store.frame_codecs import with_default_encodings
 from odsd.store.fsio import fsync_dir, put_if_absent
 from odsd.store.leases import LeaseHandle
 from odsd.store.log import LOG_DIR, CommitLog, TornRecord
@@ -99,7 +100,7 @@ class EpisodeStore:
         try:
             manifest = StoreManifest(
                 store_id=uuid.uuid4().hex,
-                features=_as_features(features),
+                features=with_default_encodings(_as_features(features)),
                 fps=fps,
                 robot_type=robot_type,
                 durability=durability,
@@ -199,6 +200,8 @@ class EpisodeStore:
                 f"not requested, requested {sorted(set(wanted) - set(have))} not in store)"
             )
         for name, spec in wanted.items():
+            if spec.encoding is None and spec.kind != "array":  # a camera without a chosen codec: any
+                spec = spec.model_copy(update={"encoding": have[name].encoding})
             if spec != have[name]:
                 raise SchemaMismatchError(
                     f"{self.root}: feature {name!r} is {spec.model_dump()} but the store has {have[name].model_dump()}"
@@ -232,7 +235,7 @@ class EpisodeStore:
                     self._state = self._state.without_index()
             records, self._torn = self.log.read_tail(self._state.seq)
             for record in records:
-                self._state.apply(record, str(self.log.path(record.seq)))
+                self._state.apply(record, str(self.log.where(record.seq)))
             if records:
                 self._checkpoint_if_behind(self._state)
             return self._state
@@ -253,7 +256,7 @@ class EpisodeStore:
         state = StoreState.from_checkpoint(ckpt) if ckpt else StoreState()
         records, _ = self.log.read_tail(state.seq, until=watermark)
         for record in records:
-            state.apply(record, str(self.log.path(record.seq)))
+            state.apply(record, str(self.log.where(record.seq)))
         return state
 
     def latest_state(self) -> StoreState:

@@ -19,9 +19,9 @@ from odsd.schema import Checkpoint, EpisodeEntry, SegmentInfo
 from odsd.store.episode_store import EpisodeStore
 from odsd.store.errors import CorruptStoreError
 from odsd.store.fsio import PARTIAL_SUFFIX
-from odsd.store.layout import check_segment, decode_array
+from odsd.store.layout import check_segment, decode_checked
 from odsd.store.log import LOG_DIR, TornRecord, checkpoint_name
-from odsd.store.segments import frame_checksum, remove_tree
+from odsd.store.segments import remove_tree
 from odsd.store.state import StoreState
 
 DEFAULT_REPAIR_GRACE_S = 900.0
@@ -209,11 +209,11 @@ def _segment_problems(store: EpisodeStore, info: SegmentInfo, *, deep: bool) -> 
         return found
     for name, layout in layouts.items():
         try:
-            values = decode_array(layout)
+            _values, checksum = decode_checked(layout)
         except CorruptStoreError as exc:
             found.append(str(exc))
             continue
-        if frame_checksum(values) != info.checksums[name]:
+        if checksum != info.checksums[name]:
             if layout.missing:
                 found.append(
                     f"{min(layout.missing)}: chunk file is missing; its fill values are not the committed data"

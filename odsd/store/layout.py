@@ -43,7 +43,7 @@ from odsd.store.image_arrays import (
     index_nbytes,
     shard_index,
 )
-from odsd.store.segments import frame_checksum
+from odsd.store.segments import EncodedFrames, frame_checksum
 
 _ZSTD = numcodecs.Zstd()
 _CODECS = ("bytes", "zstd", "crc32c")
@@ -333,6 +333,12 @@ def _chunk_ok(data: bytes) -> bool:
     return len(data) >= 4 and crc32c.crc32c(memoryview(data)[:-4]) == int.from_bytes(data[-4:], "little")
 
 
+chunk_ok = _chunk_ok
+"""Whether a zstd chunk file's trailing crc32c holds."""
+read_plain = _read_plain
+"""A committed file's bytes, refusing symbolic links."""
+
+
 def decode_array(layout: ArrayLayout) -> np.ndarray:
     """The array's values, decoded from its chunk files with the committed layout.
 
@@ -434,3 +440,25 @@ def read_verified(layout: ArrayLayout, info: SegmentInfo) -> np.ndarray:
             )
         raise CorruptStoreError(f"{layout.dir}: data differs from the commit record's checksum")
     return values
+
+
+def read_for_copy(layout: ArrayLayout, info: SegmentInfo) -> np.ndarray | EncodedFrames:
+    """A field's committed values to write into another segment (compaction), proven by the record.
+
+    Image fields come back as their encoded chunks, every crc32c and the record's checksum
+    checked, so a lossy frame is copied as it was committed, never decoded and re-encoded.
+    """
+    if layout.encoding is None:
+        return read_verified(layout, info)
+    if layout.missing:
+        raise CorruptStoreError(f"{min(layout.missing)}: shard file is missing")
+    chunks: list[memoryview] = []
+    for i, path in enumerate(layout.chunks):
+        try:
+            data = _read_plain(path)
+        except OSError as exc:
+            raise CorruptStoreError(f"{path}: cannot read shard ({exc.strerror})") from exc
+        chunks.extend(_shard_chunks(layout, i, data))
+    if chunks_checksum(chunks) != info.checksums[layout.field]:
+        raise CorruptStoreError(f"{layout.dir}: data differs from the commit record's checksum")
+    return EncodedFrames(chunks, layout.shape)

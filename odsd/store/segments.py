@@ -44,6 +44,21 @@ class EncodedFrames:
     """``(n_frames, *feature shape)``."""
 
 
+def take_frames(values: np.ndarray | EncodedFrames, start: int, stop: int) -> np.ndarray | EncodedFrames:
+    """Frames ``start:stop`` of a field's values, encoded or not."""
+    if isinstance(values, EncodedFrames):
+        return EncodedFrames(values.chunks[start:stop], (stop - start, *values.shape[1:]))
+    return values[start:stop]
+
+
+def concat_frames(parts: Sequence[np.ndarray | EncodedFrames]) -> np.ndarray | EncodedFrames:
+    """One field's values from several segments, in order (encoded chunks are copied, not decoded)."""
+    if parts and isinstance(parts[0], EncodedFrames):
+        chunks = [c for p in parts for c in p.chunks]  # type: ignore[union-attr]
+        return EncodedFrames(chunks, (len(chunks), *parts[0].shape[1:]))
+    return np.concatenate(parts)  # type: ignore[arg-type]
+
+
 def frame_checksum(values: np.ndarray) -> str:
     """crc32 (hex) of the uncompressed, C-ordered, little-endian bytes of ``values``."""
     data = np.ascontiguousarray(values)
@@ -209,7 +224,9 @@ def _write_sharded(
     n = shape[0]
     per = max(1, n if shard_frames is None else min(shard_frames, n))
     field_dir.mkdir()
-    meta = json.loads(_image_metadata_template(spec.dtype, tuple(shape[1:]), json.dumps(encoding_config(encoding))))
+    meta = json.loads(
+        _image_metadata_template(spec.dtype, tuple(shape[1:]), json.dumps(encoding_config(encoding)))
+    )
     meta["shape"] = list(shape)
     meta["chunk_grid"]["configuration"]["chunk_shape"] = [per, *shape[1:]]
     meta["codecs"][0]["configuration"]["chunk_shape"] = [1, *shape[1:]]
