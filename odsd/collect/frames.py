@@ -67,7 +67,7 @@ def camera_encodings(spec: EnvSpec, image_encoding: Mapping[str, str]) -> dict[s
 
     Raises :class:`~odsd.errors.ConfigError` naming an unknown camera or encoding.
     """
-    from odsd.store.codecs import parse_encoding
+    from odsd.store.frame_codecs import parse_encoding
 
     cameras = {camera.name: camera for camera in spec.cameras}
     unknown = sorted(set(image_encoding) - set(cameras) - {"*"})

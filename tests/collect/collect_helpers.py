@@ -8,15 +8,17 @@ the stored data alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
-from odsd.envs import ActionSpec, EnvSpec, ObservationKey
+from odsd.envs import ActionSpec, CameraSpec, EnvSpec, ObservationKey
 from odsd.experts import ExpertQuery, ExpertSpec
 from odsd.experts.failures import Failure
 from odsd.policies import PolicyMeta, publish_snapshot
@@ -275,3 +277,34 @@ def stored_episodes(store_path: Path) -> list[tuple[Any, dict[str, Any]]]:
     """``(meta, frames)`` of every visible episode, in episode-id order."""
     snap = EpisodeStore.open(store_path, durability="process").snapshot()
     return [(e.meta, snap.episode(e.episode_id)) for e in snap.entries]
+
+
+class CameraToyEnv(ToyVecEnv):
+    """:class:`ToyVecEnv` with a camera ``cam`` whose every pixel is a function of (row, episode, step).
+
+    ``toy_frame(row, episode, step)`` is the frame the env showed; a stored frame that belongs to
+    another row, episode or step (or a shifted one) differs from it in most pixels.
+    """
+
+    HEIGHT, WIDTH = 6, 10
+
+    def __init__(self, num_envs: int = 4, **kw: Any) -> None:
+        super().__init__(num_envs, **kw)
+        self.spec = dataclasses.replace(
+            self.spec, cameras=(CameraSpec("cam", self.HEIGHT, self.WIDTH, description="toy counter"),)
+        )
+
+    def _obs(self) -> dict[str, torch.Tensor]:
+        obs = super()._obs()
+        frames = [
+            toy_frame(r, int(self.episode[r]), int(self.step_count[r]), self.HEIGHT, self.WIDTH)
+            for r in range(self.n)
+        ]
+        obs["observation.images.cam"] = torch.from_numpy(np.stack(frames))
+        return obs
+
+
+def toy_frame(row: int, episode: int, step: int, height: int = 6, width: int = 10) -> np.ndarray:
+    """A ``[height, width, 3]`` uint8 frame, distinct for every (row, episode, step)."""
+    rng = np.random.default_rng([row, episode + 1, step])
+    return rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
