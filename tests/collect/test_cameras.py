@@ -9,6 +9,7 @@ from collect_helpers import CameraToyEnv, ToyExpert, toy_frame
 from odsd.collect import CollectConfig, Collector
 from odsd.errors import ConfigError
 from odsd.store import EpisodeStore
+from odsd.store.errors import SchemaMismatchError
 
 CAM = "observation.images.cam"
 
@@ -74,5 +75,5 @@ def test_an_unknown_camera_or_codec_is_one_clear_error(tmp_path) -> None:
 
 def test_resuming_with_another_encoding_is_refused(tmp_path) -> None:
     collect(tmp_path, image_encoding={"cam": "png"})
-    with pytest.raises(Exception, match="encoding|differs"):
+    with pytest.raises(SchemaMismatchError, match=r"observation\.images\.cam.*qoi"):
         collect(tmp_path, image_encoding={"cam": "qoi"})
