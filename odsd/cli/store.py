@@ -17,6 +17,7 @@ from odsd.store import EpisodeStore, RetentionPolicy, apply_retention, compact, 
 from odsd.store.compaction import DEFAULT_SHARD_FRAMES, DEFAULT_SMALL_FRAMES
 from odsd.store.fsck import DEFAULT_REPAIR_GRACE_S
 from odsd.store.fsio import require_writable
+from odsd.store.image_stats import camera_storage
 from odsd.store.vacuum import DEFAULT_GRACE_S
 
 store_app = typer.Typer(help="Create, inspect, check and maintain episode stores.", no_args_is_help=True)
@@ -105,6 +106,7 @@ def summarize(store: EpisodeStore, watermark: int | None = None) -> dict[str, An
         "features": {k: v.model_dump() for k, v in store.features.items()},
         "torn_record": str(store.torn_record.path) if store.torn_record else None,
         "state_storage": state_storage(store, snap.watermark).to_json(),
+        "cameras": camera_storage(store, snap.watermark),
     }
 
 
@@ -129,6 +131,13 @@ def inspect_cmd(
             "recorded sim state",
             f"{state['disk_bytes_per_frame']:.0f} B/frame on disk ({state['raw_bytes_per_frame']:.0f} B raw, "
             f"{state['share']:.0%} of the store)",
+        )
+    for name, cam in info["cameras"].items():
+        quality = f":{cam['quality']}" if cam["quality"] is not None else ""
+        table.add_row(
+            name,
+            f"{cam['bytes_per_frame']:.0f} B/frame ({cam['codec']}{quality}; raw {cam['raw_bytes_per_frame']} B, "
+            f"{cam['ratio']:.1f}x)",
         )
     table.add_row("segments / shards", f"{info['segments']} / {info['shards']}")
     table.add_row("dead (not vacuumed)", str(info["dead_segments"]))

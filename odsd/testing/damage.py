@@ -286,6 +286,118 @@ DAMAGES: dict[str, Callable[[Path], Damage]] = {
 """Every damage kind, by name (for ``pytest.mark.parametrize``)."""
 
 
+# -- image fields (a store built with IMAGE_FEATURES) ---------------------------------------------
+
+IMAGE_FIELD = "observation.images.top"
+IMAGE_FEATURES: dict[str, dict[str, Any]] = {
+    **TINY_FEATURES,
+    IMAGE_FIELD: {
+        "dtype": "uint8",
+        "shape": [6, 8, 3],
+        "names": ["height", "width", "channels"],
+        "kind": "image",
+    },
+}
+""":data:`TINY_FEATURES` plus one small camera (stored with the default lossless codec)."""
+
+
+def build_image_store(root: Path, **kwargs: Any) -> EpisodeStore:
+    """:func:`build_store` with :data:`IMAGE_FEATURES`: the store the image damage kinds damage."""
+    return build_store(root, features=IMAGE_FEATURES, **kwargs)
+
+
+def _shard(root: Path) -> Path:
+    return _chunk(root, IMAGE_FIELD)
+
+
+def _index(data: bytes, frames: int) -> tuple[bytearray, int]:
+    """A shard's index entries (mutable) and where they start."""
+    start = len(data) - (16 * frames + 4)
+    return bytearray(data[start:-4]), start
+
+
+def _write_index(path: Path, data: bytes, index: bytearray, start: int) -> None:
+    import crc32c
+
+    path.write_bytes(data[:start] + bytes(index) + crc32c.crc32c(bytes(index)).to_bytes(4, "little"))
+
+
+def _shard_frames(root: Path) -> int:
+    return json.loads((_shard(root).parent / "zarr.json").read_bytes())["chunk_grid"]["configuration"][
+        "chunk_shape"
+    ][0]
+
+
+def truncated_shard(root: Path) -> Damage:
+    shard = _shard(root)
+    shard.write_bytes(shard.read_bytes()[:-7])
+    return Damage("truncated_shard", shard)
+
+
+def missing_shard(root: Path) -> Damage:
+    shard = _shard(root)
+    shard.unlink()
+    return Damage("missing_shard", shard)
+
+
+def flipped_frame(root: Path) -> Damage:
+    """A byte flipped inside the second frame's chunk: same size, caught by that frame's crc32c."""
+    shard = _shard(root)
+    data = bytearray(shard.read_bytes())
+    index, _ = _index(bytes(data), _shard_frames(root))
+    offset, size = int.from_bytes(index[16:24], "little"), int.from_bytes(index[24:32], "little")
+    data[offset + size // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    return Damage("flipped_frame", shard, inspect_detects=False)
+
+
+def index_out_of_file(root: Path) -> Damage:
+    """An index entry pointing past the file's data, its crc32c recomputed (an edited index)."""
+    shard = _shard(root)
+    data = shard.read_bytes()
+    index, start = _index(data, _shard_frames(root))
+    index[0:8] = (start + 100).to_bytes(8, "little")
+    _write_index(shard, data, index, start)
+    return Damage("index_out_of_file", shard, inspect_detects=False)
+
+
+def swapped_frames(root: Path) -> Damage:
+    """Two index entries swapped, crc32c recomputed: every frame is intact but in the wrong place.
+
+    Only a whole-field read can tell (the record's checksum covers the frames in order), so the
+    damage names the field's directory.
+    """
+    shard = _shard(root)
+    data = shard.read_bytes()
+    index, start = _index(data, _shard_frames(root))
+    index[0:16], index[16:32] = index[16:32], index[0:16]
+    _write_index(shard, data, index, start)
+    return Damage("swapped_frames", shard.parent, inspect_detects=False)
+
+
+def image_meta_codec(root: Path) -> Damage:
+    """The image codec in ``zarr.json`` changed (qoi → png): the frames would not decode as committed."""
+    path = _shard(root).parent / "zarr.json"
+    meta = json.loads(path.read_bytes())
+    meta["codecs"][0]["configuration"]["codecs"][0]["configuration"] = {"codec": "png"}
+    path.write_text(json.dumps(meta))
+    return Damage("image_meta_codec", path)
+
+
+IMAGE_DAMAGES: dict[str, Callable[[Path], Damage]] = {
+    f.__name__: f
+    for f in (
+        truncated_shard,
+        missing_shard,
+        flipped_frame,
+        index_out_of_file,
+        swapped_frames,
+        image_meta_codec,
+    )
+}
+"""Damage kinds of a camera field's shard files, for a store made by :func:`build_image_store`."""
+
+
 # -- driving the CLI -----------------------------------------------------------------------------
 
 
