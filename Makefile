@@ -15,7 +15,7 @@ COMPAT ?= 1
 # pytest workers (pytest-xdist); most tests wait on real subprocesses, so 2 workers fill 2 cores
 TEST_JOBS ?= 2
 LOCK := requirements/lock.txt
-EXTRAS := --extra dev --extra gym --extra report --extra lerobot
+EXTRAS := --extra dev --extra gym --extra report --extra lerobot --extra maniskill
 UV_VERSION := 0.13.8
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
@@ -26,7 +26,7 @@ OLD_PYTHON := $(shell tools/find-python 3.11)
 DEFAULT_PYTHON ?= $(or $(NEW_PYTHON),$(OLD_PYTHON))
 COMPAT_TESTS := $(if $(and $(NEW_PYTHON),$(filter 1,$(COMPAT))),compat-test)
 
-.PHONY: venv compat-venv demo test compat-test lint lock schemas clean-venv
+.PHONY: venv compat-venv demo test compat-test lint lock schemas clean-venv vulkan
 
 $(UV):
 	@test -n "$(DEFAULT_PYTHON)" || { echo "odsd: no Python 3.11, 3.12 or 3.13 found (PATH or pyenv)"; exit 1; }
@@ -58,7 +58,13 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: venv lint $(if $(COMPAT_TESTS),compat-venv)
+# A Vulkan device for SAPIEN (the ManiSkill tasks) on CPU-only Debian 12: Mesa's lavapipe unpacked
+# into .tools/mesa (tools/vulkan-cpu; tests/conftest.py points VK_ICD_FILENAMES at it). A no-op
+# with an NVIDIA GPU or once unpacked; where it cannot be had the ManiSkill tests skip, saying why.
+vulkan:
+	@tools/vulkan-cpu --if-needed >/dev/null || echo "odsd: no Vulkan device for ManiSkill (tools/vulkan-cpu failed); its tests skip"
+
+test: venv lint vulkan $(if $(COMPAT_TESTS),compat-venv)
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS)
 	$(if $(COMPAT_TESTS),$(MAKE) --no-print-directory compat-test)
 
@@ -69,7 +75,7 @@ compat-test: compat-venv
 
 # Re-resolve requirements/lock.txt after a change to the dependencies in pyproject.toml.
 lock: | $(UV)
-	$(UV) pip compile --quiet --universal --python-version 3.11 $(EXTRAS) pyproject.toml \
+	$(UV) pip compile --quiet --universal --python-version 3.11 $(EXTRAS) --override requirements/overrides.txt pyproject.toml \
 		--custom-compile-command "make lock" -o $(LOCK)
 
 schemas: venv

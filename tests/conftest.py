@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,18 @@ import pytest
 
 from odsd.store import EpisodeStore
 from odsd.testing.store import TINY_FEATURES
+
+LAVAPIPE_ICD = Path(__file__).resolve().parents[1] / ".tools" / "mesa" / "lvp_icd.json"
+
+
+def _use_project_vulkan() -> None:
+    """SAPIEN (the ManiSkill tests) needs a Vulkan device: without an NVIDIA GPU use the Mesa
+    lavapipe that ``make vulkan`` (tools/vulkan-cpu) unpacked, unless VK_ICD_FILENAMES is set."""
+    if "VK_ICD_FILENAMES" not in os.environ and LAVAPIPE_ICD.is_file() and not shutil.which("nvidia-smi"):
+        os.environ["VK_ICD_FILENAMES"] = str(LAVAPIPE_ICD)
+
+
+_use_project_vulkan()
 
 
 @pytest.fixture
