@@ -116,3 +116,14 @@ def info_dict(info: Any) -> dict[str, Any]:
     """A loaded dataset's ``meta.info`` as the JSON it was read from, whichever line loaded it."""
     plain = info.to_dict() if hasattr(info, "to_dict") else dict(info)
     return json.loads(json.dumps(plain))  # shapes: tuples on load, lists in info.json
+
+
+def policy_features(features: dict[str, dict]) -> Any:
+    """LeRobot's ``dataset_to_policy_features``: dataset features → policy features (cameras VISUAL)."""
+    convert = _find(
+        "dataset_to_policy_features",
+        "lerobot.utils.feature_utils",
+        "lerobot.datasets.feature_utils",
+        "lerobot.datasets.utils",
+    )
+    return convert(features)

@@ -20,9 +20,19 @@ Semantics (docs/lerobot.md):
   outside the episode are clamped to its first/last frame and flagged in ``<key>_is_pad``; for
   ``action`` a position whose label is invalid is flagged too (its value is zeros), so a loss
   that masks ``action_is_pad`` never sees an invalid label;
+- camera keys (``observation.images.<camera>``) are ``float32 [C, H, W]`` in ``[0, 1]`` (``[T, C, H,
+  W]`` in a window; a one-element window of a ``video`` feature is ``[C, H, W]``, as LeRobot's
+  video decoding squeezes it), or raw ``uint8`` with ``camera_format="uint8"`` (``[C, H, W]``,
+  LeRobot 0.6's ``return_uint8``) / ``"uint8_hwc"`` (``[H, W, C]`` as stored). Frames are never
+  loaded wholesale: each item or batch reads its frames through the store's ``read_frames``
+  (:class:`~odsd.lerobot.frames.CameraFrames`), in the process that asks, so in a DataLoader
+  the workers decode; a decode cache of ``decode_cache_bytes`` per process (default 64 MiB)
+  keeps recent frames. A frame whose label is invalid is still a camera observation (only
+  ``action`` is masked);
 - DataLoader workers: under ``fork`` the loaded columns are shared copy-on-write and each worker
-  opens its own store handle if it needs one; under ``spawn`` only the configuration and frozen
-  statistics are pickled and each worker re-opens the store at the pinned watermark.
+  opens its own store handle if it needs one (and starts with an empty decode cache); under
+  ``spawn`` only the configuration and frozen statistics are pickled and each worker re-opens
+  the store at the pinned watermark.
 """
 
 from __future__ import annotations
@@ -30,18 +40,45 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from odsd.errors import ConfigError
 from odsd.lerobot.batch import window_positions
+from odsd.lerobot.frames import DEFAULT_CACHE_BYTES, CameraFrames
 from odsd.lerobot.meta import EpisodeTable, OdsdDatasetMeta, make_info
 from odsd.lerobot.selection import Selection
-from odsd.lerobot.stats import compute_stats, stats_version
-from odsd.lerobot.view import View, build_view, item_dtype, label_fields, plan_columns
+from odsd.lerobot.stats import (
+    DEFAULT_IMAGE_STATS_FRAMES,
+    compute_stats,
+    image_stats,
+    sample_frames,
+    stats_version,
+)
+from odsd.lerobot.view import CameraDtype, View, build_view, item_dtype, label_fields, plan_columns
+from odsd.schema import SegmentInfo
 from odsd.store import EpisodeStore, Snapshot
+
+CameraFormat = Literal["float32", "uint8", "uint8_hwc"]
+CAMERA_FORMATS = ("float32", "uint8", "uint8_hwc")
+
+
+def camera_tensor(frames: np.ndarray, fmt: CameraFormat) -> torch.Tensor:
+    """``[..., H, W, C]`` uint8 frames as items carry them: float32 CHW in [0, 1] like LeRobot
+    (``uint8 / 255`` in float32, bit-identical to its decoders), uint8 CHW, or uint8 HWC."""
+    t = torch.from_numpy(np.ascontiguousarray(frames))
+    if fmt == "uint8_hwc":
+        return t
+    t = t.movedim(-1, -3).contiguous()
+    return t if fmt == "uint8" else t.to(torch.float32) / 255
+
+
+def segment_infos(snap: Snapshot, segments: Sequence[str]) -> dict[str, SegmentInfo]:
+    """The commit records' SegmentInfo of ``segments`` (all visible in ``snap``)."""
+    infos = snap._segment_info
+    return {path: infos[path] for path in segments}
 
 
 def check_delta_timestamps(
@@ -110,9 +147,27 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         repo_id: str | None = None,
         stats: Mapping[str, Mapping[str, np.ndarray]] | None = None,
         stats_id: str | None = None,
+        cameras: CameraDtype = "video",
+        camera_format: CameraFormat = "float32",
+        decode_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        image_stats_frames: int = DEFAULT_IMAGE_STATS_FRAMES,
     ) -> None:
-        """``stats``/``stats_id``: reuse frozen statistics (e.g. a checkpoint's) instead of computing them."""
+        """``stats``/``stats_id``: reuse frozen statistics (e.g. a checkpoint's) instead of computing them.
+
+        ``cameras``: the LeRobot dtype ``meta.features`` gives camera keys, ``"video"`` (what
+        ``odsd export-lerobot`` writes by default, with its ``info``) or ``"image"`` (an export
+        with ``--images``). ``camera_format``: ``"float32"`` (LeRobot's items), ``"uint8"`` (CHW)
+        or ``"uint8_hwc"``. ``decode_cache_bytes``: the per-process decode cache bound (0: none).
+        ``image_stats_frames``: at most this many frames per camera are read for its statistics.
+        """
         super().__init__()
+        if camera_format not in CAMERA_FORMATS:
+            raise ConfigError(f"camera_format must be one of {list(CAMERA_FORMATS)}, not {camera_format!r}")
+        if decode_cache_bytes < 0 or image_stats_frames < 1:
+            raise ConfigError("decode_cache_bytes must be >= 0 and image_stats_frames >= 1")
+        self.camera_format = camera_format
+        self.decode_cache_bytes = int(decode_cache_bytes)
+        self.image_stats_frames = int(image_stats_frames)
         self._store = (
             store if isinstance(store, EpisodeStore) else EpisodeStore.open(store, durability="process")
         )
@@ -127,8 +182,10 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self.image_transforms = None
         self.episodes = None  # LeRobot: the subset of episode indices; the view already is the subset
         manifest = self._store.manifest
-        self._plan = plan_columns(manifest.features, self.label)
+        self._plan = plan_columns(manifest.features, self.label, cameras=cameras, fps=manifest.fps)
         self._features = {c.name: c.feature() for c in self._plan}
+        self.camera_keys = [c.name for c in self._plan if c.is_camera]
+        self._video_keys = {c.name for c in self._plan if c.is_camera and c.dtype == "video"}
         self.delta_indices: dict[str, list[int]] | None = None
         if self.delta_timestamps is not None:
             unknown = sorted(set(self.delta_timestamps) - set(self._features))
@@ -141,6 +198,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self._pid = os.getpid()
         self._snap: Snapshot | None = None
         self._view: View | None = None
+        self._frames: CameraFrames | None = None
         self._load(self._store.snapshot(watermark))
 
     # -- building -----------------------------------------------------------------------------
@@ -169,17 +227,45 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             for name, col in view.columns.items()
         }
         self._label_valid = view.label_valid
+        self._frames = CameraFrames(
+            self.root,
+            {k: self._store.manifest.features[k] for k in self.camera_keys},
+            segment_infos(snap, view.segments) if self.camera_keys else {},
+            segments=view.segments,
+            episode_segment=view.episode_segment,
+            episode_row=view.episode_row,
+            from_index=view.from_index,
+            lengths=view.lengths,
+            cache_bytes=self.decode_cache_bytes,
+        )
         if self._frozen is None or recompute_stats:
             stats = compute_stats(view.columns, {"action": view.label_valid})
+            stats.update(self.camera_stats())
             version = stats_version(
                 store_id=self._store.manifest.store_id,
                 watermark=snap.watermark,
                 selection_key=self.selection.key(),
                 label=self.label,
                 features=self._features,
+                image_frames=self.image_stats_frames if self.camera_keys else None,
             )
             self._frozen = (stats, version, snap.watermark)
         self._build_meta()
+
+    def camera_stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """LeRobot-convention statistics of every camera over a bounded sample of the view's frames."""
+        if not self.camera_keys:
+            return {}
+        view = self._view
+        assert view is not None and self._frames is not None
+        pos = sample_frames(view.from_index, view.lengths, self.image_stats_frames)
+        out = {}
+        for key in self.camera_keys:
+            frames = (
+                self._frames.read(key, pos) if len(pos) else np.zeros((0, *self._store.features[key].shape))
+            )
+            out[key] = image_stats(frames.astype(np.uint8, copy=False))
+        return out
 
     def _build_meta(self) -> None:
         view = self._view
@@ -270,6 +356,10 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             raise IndexError(f"index {i} out of range for {n} items")
         p = int(self.anchors[i])
         item: dict[str, Any] = {name: torch.from_numpy(np.array(a[p])) for name, a in self._arrays.items()}
+        windows = self.delta_indices or {}
+        for key in self.camera_keys:
+            if key not in windows:
+                item[key] = self._camera(key, np.array(p))
         if self.delta_indices is not None:
             e = int(self._frame_ep[p])
             lo, hi = int(self._ep_from[e]), int(self._ep_to[e])
@@ -282,14 +372,33 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
                 if key == "action":
                     pad = [a or not self._label_valid[c] for a, c in zip(pad, qc, strict=True)]
                 pads[f"{key}_is_pad"] = torch.tensor(pad, dtype=torch.bool)
-                values[key] = torch.from_numpy(self._arrays[key][qc])
+                if key in self.camera_keys:
+                    values[key] = self._camera(key, np.asarray(qc, dtype=np.int64), window=True)
+                else:
+                    values[key] = torch.from_numpy(self._arrays[key][qc])
             item = {**item, **pads}
             item.update(values)
         item["task"] = self.meta.task_names[int(item["task_index"])]
         return item
 
+    def _camera(self, key: str, positions: np.ndarray, *, window: bool = False) -> torch.Tensor:
+        """Frames of camera ``key`` at view positions (``[T]`` for a window, ``[B, T]`` in a batch).
+
+        LeRobot decodes a video window and squeezes its first axis, so a one-element window of a
+        ``video`` feature has no time axis; an ``image`` window keeps it.
+        """
+        assert self._frames is not None
+        frames = self._frames.read(key, positions)
+        if window and key in self._video_keys and positions.shape[-1] == 1:
+            frames = frames[..., 0, :, :, :]
+        return camera_tensor(frames, self.camera_format)
+
     def get_batch(self, indices: Sequence[int] | np.ndarray | torch.Tensor) -> dict[str, Any]:
-        """``default_collate([self[i] for i in indices])``, vectorized (one gather per feature)."""
+        """``default_collate([self[i] for i in indices])``, vectorized (one gather per feature).
+
+        Camera frames of the whole batch (windows included) are read with one ``read_frames``
+        call per camera and segment.
+        """
         self._ensure()
         idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices, dtype=np.int64)
         n = len(self)
@@ -297,6 +406,10 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             raise IndexError(f"indices out of range for {n} items")
         p = self.anchors[idx]
         batch: dict[str, Any] = {name: torch.from_numpy(a[p]) for name, a in self._arrays.items()}
+        windows = self.delta_indices or {}
+        for key in self.camera_keys:
+            if key not in windows:
+                batch[key] = self._camera(key, p)
         if self.delta_indices is not None:
             e = self._frame_ep[p]
             lo, hi = self._ep_from[e], self._ep_to[e]
@@ -307,7 +420,10 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
                 if key == "action":
                     pad |= ~self._label_valid[qc]
                 pads[f"{key}_is_pad"] = torch.from_numpy(pad)
-                values[key] = torch.from_numpy(self._arrays[key][qc])
+                if key in self.camera_keys:
+                    values[key] = self._camera(key, qc, window=True)
+                else:
+                    values[key] = torch.from_numpy(self._arrays[key][qc])
             batch = {**batch, **pads}
             batch.update(values)
         names = self.meta.task_names
@@ -333,6 +449,8 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
     def _ensure(self) -> None:
         if self._pid != os.getpid():  # a forked worker: own store handle, inherited (read-only) columns
             self._pid = os.getpid()
+            if self._frames is not None:
+                self._frames.cache.clear()  # decoded frames are never inherited
             self._store = EpisodeStore.open(self.root, durability="process")
             if self._snap is not None:
                 self._snap = self._store.snapshot(self._snap.watermark)
@@ -350,6 +468,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             "_ep_to",
             "_arrays",
             "_label_valid",
+            "_frames",
         ):
             state[key] = None
         return state

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 CODEBASE_VERSION = "v3.0"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 
 
 class EpisodeTable:
@@ -245,7 +246,7 @@ def make_info(
             "fps": int(fps) if float(fps).is_integer() else fps,
             "splits": {"train": f"0:{total_episodes}"} if total_episodes else {},
             "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "video_path": None,
+            "video_path": VIDEO_PATH if any(f["dtype"] == "video" for f in features.values()) else None,
             "features": features,
         }
     )

@@ -15,14 +15,19 @@ serves:
   ``behavior_source``, ``policy_version``, ``beta``, ``iteration``, ``segment_id``,
   ``segment_step``, ``segment_start``, ``label_valid``;
 - LeRobot's defaults ``timestamp`` (``frame_index / fps``), ``frame_index``, ``episode_index``,
-  ``index`` and ``task_index``, numbered over the *view* (episode 0 is the first selected episode).
+  ``index`` and ``task_index``, numbered over the *view* (episode 0 is the first selected episode);
+- camera fields (``kind="image"``, ``observation.images.<camera>``) become LeRobot ``video``
+  features (or ``image`` ones, ``cameras="image"``) whose values are never loaded here: the view
+  records, per episode, the segment and row its frames start at, and
+  :class:`~odsd.lerobot.frames.CameraFrames` reads them on request. Depth fields
+  (``kind="depth"``) are not LeRobot features (docs/lerobot.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,6 +38,8 @@ from odsd.store import Snapshot
 STATE = "observation.state"
 ENV_STATE = "observation.environment_state"
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+CameraDtype = Literal["video", "image"]
+CAMERA_PREFIX = "camera:"
 
 LABELS: dict[str, tuple[str, str | None]] = {
     "expert": ("action.expert", "action.expert_valid"),
@@ -74,24 +81,75 @@ class Column:
     """LeRobot shape: scalars are ``(1,)``."""
     names: list[str] | None
     source: str
-    """``field:<store field>``, ``label``, ``label_valid``, ``done``, ``iteration`` or a default key."""
+    """``field:<store field>``, ``camera:<store field>``, ``label``, ``label_valid``, ``done``,
+    ``iteration`` or a default key."""
+    info: dict[str, Any] | None = None
+    """LeRobot's ``info`` of a ``video`` feature."""
+
+    @property
+    def is_camera(self) -> bool:
+        return self.source.startswith(CAMERA_PREFIX)
 
     def feature(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": self.shape, "names": self.names}
+        out: dict[str, Any] = {"dtype": self.dtype, "shape": self.shape, "names": self.names}
+        if self.info is not None:
+            out["info"] = dict(self.info)
+        return out
+
+
+def video_info(spec: FeatureSpec, fps: float, encoder: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``info`` LeRobot writes for a ``video`` feature encoded with ``encoder``
+    (:data:`odsd.lerobot.video.DEFAULT_ENCODER` unless given): stream fields, then encoder fields."""
+    from odsd.lerobot.video import DEFAULT_ENCODER, encoder_info
+
+    height, width, channels = spec.shape
+    return {
+        "video.height": height,
+        "video.width": width,
+        "video.channels": channels,
+        "video.fps": int(fps),
+        "has_audio": False,
+        **encoder_info(encoder or DEFAULT_ENCODER),
+        "is_depth_map": False,
+    }
 
 
 def _shape(spec: FeatureSpec) -> tuple[int, ...]:
     return tuple(spec.shape) if spec.shape else (1,)
 
 
-def plan_columns(features: dict[str, FeatureSpec], label: str) -> list[Column]:
-    """The ordered LeRobot features for a store schema and a label choice."""
+def camera_fields(features: Mapping[str, FeatureSpec]) -> list[str]:
+    """Store fields that are LeRobot camera features (``kind="image"``), in schema order."""
+    return [name for name, spec in features.items() if spec.kind == "image"]
+
+
+def plan_columns(
+    features: dict[str, FeatureSpec],
+    label: str,
+    *,
+    cameras: CameraDtype = "video",
+    fps: float = 30,
+    encoder: Mapping[str, Any] | None = None,
+) -> list[Column]:
+    """The ordered LeRobot features for a store schema and a label choice.
+
+    ``cameras``: the LeRobot dtype of camera features (``video`` with the ``info`` of ``encoder``
+    at ``fps``, or ``image``).
+    """
     _, value_field, _ = label_fields(label)
     if value_field not in features:
         raise ConfigError(f"label {label!r} needs field {value_field!r}, which this store does not have")
+    if cameras not in ("video", "image"):
+        raise ConfigError(f"camera features are 'video' or 'image', not {cameras!r}")
     cols: list[Column] = []
     for name, spec in features.items():
-        if name.startswith("observation."):
+        if spec.kind == "depth":
+            continue
+        if spec.kind == "image":
+            info = video_info(spec, fps, encoder) if cameras == "video" else None
+            names = spec.names or ["height", "width", "channels"]
+            cols.append(Column(name, cameras, _shape(spec), names, f"{CAMERA_PREFIX}{name}", info))
+        elif name.startswith("observation."):
             cols.append(Column(name, spec.dtype, _shape(spec), spec.names, f"field:{name}"))
     if ENV_STATE not in features and STATE in features:
         spec = features[STATE]
@@ -106,6 +164,8 @@ def plan_columns(features: dict[str, FeatureSpec], label: str) -> list[Column]:
     taken = {c.name for c in cols} | set(DEFAULT_KEYS)
     for name, spec in features.items():
         if name.startswith(("observation.", "action.", "state.")) or name in _EXTRAS or name in _FOLDED:
+            continue
+        if spec.kind != "array":
             continue
         out = name if name not in taken and not name.startswith(("observation", "action")) else f"odsd.{name}"
         cols.append(Column(out, spec.dtype, _shape(spec), spec.names, f"field:{name}"))
@@ -125,7 +185,11 @@ def item_dtype(dtype: str) -> np.dtype:
 
 @dataclass
 class View:
-    """Selected episodes of one snapshot, with every planned column materialized in view order."""
+    """Selected episodes of one snapshot, with every planned column materialized in view order.
+
+    Camera columns are not materialized: episode ``e``'s frames are rows
+    ``episode_row[e] ..`` of segment ``segments[episode_segment[e]]``.
+    """
 
     watermark: int
     entries: list[EpisodeEntry]
@@ -136,10 +200,15 @@ class View:
     tasks: list[str]
     task_of_episode: np.ndarray
     segment_id: np.ndarray | None = None
+    segments: list[str] = field(default_factory=list)
+    episode_segment: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    episode_row: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     episode_ids: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self.episode_ids = np.fromiter((e.episode_id for e in self.entries), np.int64, len(self.entries))
+        if len(self.episode_row) != len(self.entries):
+            self.segments, self.episode_segment, self.episode_row = episode_locations(self.entries)
 
     @property
     def num_frames(self) -> int:
@@ -156,6 +225,15 @@ class View:
     @property
     def frame_episode(self) -> np.ndarray:
         return np.repeat(np.arange(len(self.entries), dtype=np.int64), self.lengths)
+
+
+def episode_locations(entries: Sequence[EpisodeEntry]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(segments, segment number of each episode, row of its first frame in that segment)."""
+    segments = list(dict.fromkeys(e.segment for e in entries))
+    number = {path: i for i, path in enumerate(segments)}
+    seg = np.fromiter((number[e.segment] for e in entries), np.int64, len(entries))
+    row = np.fromiter((e.offset for e in entries), np.int64, len(entries))
+    return segments, seg, row
 
 
 def _frames_of(snap: Snapshot, entries: Sequence[EpisodeEntry]) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +292,8 @@ def _part(
     cols: dict[str, np.ndarray] = {}
     for col in plan:
         src = col.source
+        if col.is_camera:
+            continue  # read on request (odsd.lerobot.frames), never loaded
         if src.startswith("field:"):
             values = field(src[6:])
         elif src == "label":

@@ -17,13 +17,20 @@ if "HF_DATASETS_CACHE" not in os.environ:
     os.environ["HF_DATASETS_CACHE"] = _cache
     atexit.register(shutil.rmtree, _cache, True)
 
-from lerobot_helpers import build_store
+from lerobot_helpers import build_camera_store, build_store
 
 
 @pytest.fixture
 def small_store(tmp_path: Path):
     """6 episodes over 3 iterations, some failed, some invalid expert labels, segment tables."""
     return build_store(tmp_path / "small", seed=0)
+
+
+@pytest.fixture(scope="session")
+def camera_store(tmp_path_factory: pytest.TempPathFactory):
+    """``small_store`` with two 24x32 RGB cameras (``observation.images.top`` / ``.wrist``) whose
+    frames are ``lerobot_helpers.camera_frame(episode_id, frame, 24, 32, camera)``; built once."""
+    return build_camera_store(tmp_path_factory.mktemp("cameras") / "store", seed=0)
 
 
 @pytest.fixture(scope="session")
