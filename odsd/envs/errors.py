@@ -23,3 +23,7 @@ class EnvNotFoundError(EnvError):
     """A task name does not resolve to a registered, importable environment factory."""
 
     exit_code = 2
+
+
+class ManiSkillUnavailableError(EnvError):
+    """ManiSkill's simulator (SAPIEN) cannot run here: no usable Vulkan device (docs/envs.md)."""

@@ -1,9 +1,11 @@
-"""Resolve task names to environments: built-ins, ``gymnasium:<id>`` and ``module:factory``.
+"""Resolve task names to environments: built-ins, ``gymnasium:<id>``, ``maniskill:<id>`` and
+``module:factory``.
 
 ::
 
     env = make_env("pick_place", num_envs=64, device="cpu", seed=0)
     env = make_env("gymnasium:FetchPickAndPlace-v4", num_envs=4, seed=0)
+    env = make_env("maniskill:PickCube-v1", num_envs=4, seed=0)            # ManiSkill3 (odsd[maniskill])
     env = make_env("my_pkg.tasks:make_door", num_envs=8)   # factory(num_envs=, device=, seed=, **kw)
     register_env("door", my_factory)                        # then make_env("door", ...)
 
@@ -26,6 +28,7 @@ from odsd.envs.spec import EnvSpec, same_device
 
 EnvFactory = Callable[..., VecEnv]
 GYMNASIUM_PREFIX = "gymnasium:"
+MANISKILL_PREFIX = "maniskill:"
 
 _REGISTRY: dict[str, EnvFactory] = {}
 
@@ -71,14 +74,27 @@ def resolve_env_factory(task: str) -> EnvFactory:
 
         env_id = task[len(GYMNASIUM_PREFIX) :]
         return lambda **kw: make_gymnasium_env(env_id, **kw)
+    if task.startswith(MANISKILL_PREFIX):
+        return _maniskill_factory(task[len(MANISKILL_PREFIX) :])
     if ":" in task:
         factory = import_object(task)
         if not callable(factory):
             raise EnvNotFoundError(f"{task!r} is not callable")
         return factory
     raise EnvNotFoundError(
-        f"unknown task {task!r}; known: {', '.join(list_envs())}, gymnasium:<id>, module:factory"
+        f"unknown task {task!r}; known: {', '.join(list_envs())}, gymnasium:<id>, maniskill:<id>, module:factory"
     )
+
+
+def _maniskill_factory(env_id: str) -> EnvFactory:
+    """``make_maniskill_env`` bound to ``env_id``, with its signature (so task kwargs are checked)."""
+    import functools
+
+    from odsd.envs.maniskill_adapter import make_maniskill_env
+
+    if not env_id:
+        raise EnvNotFoundError("maniskill:<EnvId> needs an env id, e.g. maniskill:PickCube-v1")
+    return functools.partial(make_maniskill_env, env_id)
 
 
 def make_env(

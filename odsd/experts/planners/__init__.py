@@ -7,12 +7,17 @@ from collections.abc import Callable
 from odsd.envs.spec import EnvSpec
 from odsd.experts.errors import ExpertNotFoundError
 from odsd.experts.planners.base import PlannerExpert, PlanResult, move_toward
+from odsd.experts.planners.maniskill_pick_cube import PickCubePlanner
 from odsd.experts.planners.pick_place import PickPlacePlanner
 from odsd.experts.planners.reach import ReachPlanner
 
 PlannerFactory = Callable[[EnvSpec], PlannerExpert]
 
-_PLANNERS: dict[str, PlannerFactory] = {"reach": ReachPlanner, "pick_place": PickPlacePlanner}
+_PLANNERS: dict[str, PlannerFactory] = {
+    "reach": ReachPlanner,
+    "pick_place": PickPlacePlanner,
+    "maniskill:PickCube-v1": PickCubePlanner,  # obs_mode=state, control_mode=pd_ee_delta_pos
+}
 
 
 def register_planner(task: str, factory: PlannerFactory) -> None:
@@ -35,6 +40,7 @@ def make_planner(env_spec: EnvSpec) -> PlannerExpert:
 
 
 __all__ = [
+    "PickCubePlanner",
     "PickPlacePlanner",
     "PlanResult",
     "PlannerExpert",
