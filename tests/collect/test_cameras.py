@@ -9,6 +9,7 @@ from collect_helpers import CameraToyEnv, ToyExpert, toy_frame
 from odsd.collect import CollectConfig, Collector
 from odsd.errors import ConfigError
 from odsd.store import EpisodeStore
+from odsd.store.codecs import DEFAULT_IMAGE_ENCODING
 from odsd.store.errors import SchemaMismatchError
 
 CAM = "observation.images.cam"
@@ -44,7 +45,7 @@ def test_lossless_frames_round_trip_bit_exactly(tmp_path, encoding) -> None:
     store = collect(tmp_path, image_encoding={"cam": encoding} if encoding else {})
     feature = store.manifest.features[CAM]
     assert feature.kind == "image" and feature.dtype == "uint8" and list(feature.shape) == [6, 10, 3]
-    assert feature.encoding is not None and feature.encoding.codec == (encoding or "png")
+    assert feature.encoding is not None and feature.encoding.codec == (encoding or DEFAULT_IMAGE_ENCODING.codec)
     assert store.snapshot().num_episodes == 20
     assert assert_frames_are_the_envs(store) > 20
 
