@@ -52,10 +52,33 @@ def export_lerobot_cmd(
     ] = 100.0,
     chunks_size: Annotated[int, typer.Option("--chunks-size", help="Files per chunk directory.")] = 1000,
     no_fsync: Annotated[bool, typer.Option("--no-fsync", help="Skip fsync of the written files.")] = False,
+    images: Annotated[
+        bool,
+        typer.Option("--images", help="Cameras as LeRobot `image` features (PNG, lossless), not `video`."),
+    ] = False,
+    video_codec: Annotated[
+        str,
+        typer.Option(
+            "--video-codec", help="Video encoder: libsvtav1 (LeRobot's default), libaom-av1, h264 or hevc."
+        ),
+    ] = "libsvtav1",
+    video_crf: Annotated[
+        int, typer.Option("--video-crf", help="Video quality (lower: better, larger); LeRobot's default 30.")
+    ] = 30,
+    video_gop: Annotated[
+        int, typer.Option("--video-gop", help="Keyframe interval in frames (LeRobot's default 2).")
+    ] = 2,
+    video_file_size_mb: Annotated[
+        float, typer.Option("--video-file-size-mb", help="Start a new mp4 at this size.")
+    ] = 200.0,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Encoder threads (default: every core).")
+    ] = None,
 ) -> None:
     """Export a store snapshot as a LeRobot v3.0 dataset (atomic; refuses an existing OUT)."""
     from odsd.lerobot.export import export_lerobot
     from odsd.lerobot.selection import Selection, parse_episode_list
+    from odsd.lerobot.video import VideoEncoder
 
     if label not in ("expert", "behavior", "student"):
         raise ConfigError(f"--label must be expert, behavior or student, not {label!r}")
@@ -79,6 +102,15 @@ def export_lerobot_cmd(
         data_files_size_in_mb=data_file_size_mb,
         durable=not no_fsync,
         progress=sys.stdout.isatty(),
+        images=images,
+        video_encoder=VideoEncoder(
+            codec=video_codec,
+            crf=video_crf,
+            g=video_gop,
+            preset=12 if video_codec in ("libsvtav1", "av1") else None,
+        ),
+        video_files_size_in_mb=video_file_size_mb,
+        workers=workers,
     )
     what = (
         f"{result.episodes} segments (clips) from {result.source_episodes} episodes"
@@ -90,6 +122,11 @@ def export_lerobot_cmd(
         f"to {result.out} ({result.data_files} data files, {result.frames_per_s:,.0f} frames/s, "
         f"stats {result.stats_version})"
     )
+    if result.cameras:
+        how = "PNG image features" if result.camera_dtype == "image" else f"{result.video_files} mp4 files"
+        console.print(f"cameras: {', '.join(result.cameras)} as {how}")
+    if result.skipped:
+        console.print(f"note: not exported (depth has no LeRobot feature): {', '.join(result.skipped)}")
     if result.invalid_labels:
         console.print(
             f"note: {result.invalid_labels} frames have an invalid {label} label (zeros in `action`, "

@@ -127,3 +127,28 @@ def policy_features(features: dict[str, dict]) -> Any:
         "lerobot.datasets.utils",
     )
     return convert(features)
+
+
+def video_backend() -> str:
+    """The video decoder ``LeRobotDataset`` uses here: ``torchcodec`` when it loads, else ``pyav``.
+
+    LeRobot 0.6 makes that choice itself (``get_safe_default_video_backend``); 0.4.4 picks
+    torchcodec whenever it is installed, even when its FFmpeg libraries are missing and it cannot
+    load, so pass this as ``video_backend=`` there.
+    """
+    pick = _find_optional("get_safe_default_video_backend", "lerobot.utils.import_utils")
+    if pick is not None:
+        return pick()
+    try:
+        importlib.import_module("torchcodec")
+    except (ImportError, OSError, RuntimeError):
+        return "pyav"
+    return "torchcodec"
+
+
+def _find_optional(attribute: str, *modules: str) -> Any:
+    for name in modules:
+        module = _module(name, attribute)
+        if module is not None:
+            return getattr(module, attribute)
+    return None

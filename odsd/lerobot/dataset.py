@@ -227,17 +227,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             for name, col in view.columns.items()
         }
         self._label_valid = view.label_valid
-        self._frames = CameraFrames(
-            self.root,
-            {k: self._store.manifest.features[k] for k in self.camera_keys},
-            segment_infos(snap, view.segments) if self.camera_keys else {},
-            segments=view.segments,
-            episode_segment=view.episode_segment,
-            episode_row=view.episode_row,
-            from_index=view.from_index,
-            lengths=view.lengths,
-            cache_bytes=self.decode_cache_bytes,
-        )
+        self._frames = self.camera_frames(view, cache_bytes=self.decode_cache_bytes)
         if self._frozen is None or recompute_stats:
             stats = compute_stats(view.columns, {"action": view.label_valid})
             stats.update(self.camera_stats())
@@ -252,19 +242,34 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
             self._frozen = (stats, version, snap.watermark)
         self._build_meta()
 
-    def camera_stats(self) -> dict[str, dict[str, np.ndarray]]:
-        """LeRobot-convention statistics of every camera over a bounded sample of the view's frames."""
+    def camera_frames(self, view: View, *, cache_bytes: int = 0) -> CameraFrames:
+        """A reader of the camera frames of ``view`` (this dataset's view or one derived from it)."""
+        assert self._snap is not None
+        return CameraFrames(
+            self.root,
+            {k: self._store.manifest.features[k] for k in self.camera_keys},
+            segment_infos(self._snap, view.segments) if self.camera_keys else {},
+            segments=view.segments,
+            episode_segment=view.episode_segment,
+            episode_row=view.episode_row,
+            from_index=view.from_index,
+            lengths=view.lengths,
+            cache_bytes=cache_bytes,
+        )
+
+    def camera_stats(self, view: View | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """LeRobot-convention statistics of every camera over a bounded sample of ``view``'s frames."""
         if not self.camera_keys:
             return {}
-        view = self._view
-        assert view is not None and self._frames is not None
+        view = view or self._view
+        assert view is not None
+        frames = self._frames if view is self._view and self._frames is not None else self.camera_frames(view)
         pos = sample_frames(view.from_index, view.lengths, self.image_stats_frames)
         out = {}
         for key in self.camera_keys:
-            frames = (
-                self._frames.read(key, pos) if len(pos) else np.zeros((0, *self._store.features[key].shape))
-            )
-            out[key] = image_stats(frames.astype(np.uint8, copy=False))
+            shape = self._store.manifest.features[key].shape
+            values = frames.read(key, pos) if len(pos) else np.zeros((0, *shape), dtype=np.uint8)
+            out[key] = image_stats(values)
         return out
 
     def _build_meta(self) -> None:

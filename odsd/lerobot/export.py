@@ -8,6 +8,15 @@ way of :mod:`odsd.lerobot.compat`)::
     OUT/meta/info.json  meta/stats.json  meta/tasks.parquet  meta/odsd.json
     OUT/meta/episodes/chunk-000/file-000.parquet
     OUT/data/chunk-000/file-000.parquet ...
+    OUT/videos/observation.images.top/chunk-000/file-000.mp4 ...   (camera fields)
+
+Camera fields (``kind="image"``) are written as LeRobot ``video`` features by default (mp4 with
+LeRobot's encoder defaults, :class:`~odsd.lerobot.video.VideoEncoder`; ``video_encoder`` to
+choose the codec and quality), or as ``image`` features (PNG cells in the data files) with
+``images=True``; encoding runs on ``workers`` threads (default: every core) and reads frames
+lazily (:mod:`odsd.lerobot.export_cameras`). Depth fields (``kind="depth"``) are skipped with one
+warning (``ExportResult.skipped``): LeRobot 0.4 has no depth features and 0.6's quantize to
+12 bits.
 
 Data files roll over at ``data_files_size_in_mb`` (uncompressed, LeRobot's measure) and chunks at
 ``chunks_size`` files, with whole episodes per file. The directory is built under a hidden
@@ -36,6 +45,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +54,12 @@ import numpy as np
 
 from odsd.errors import ConfigError, OdsdError
 from odsd.lerobot import compat
+from odsd.lerobot.export_cameras import default_workers, encode_videos, image_column, png_cells
 from odsd.lerobot.selection import Selection
-from odsd.lerobot.stats import episode_stats
+from odsd.lerobot.stats import STAT_KEYS, episode_sample, episode_stats, image_stats
 from odsd.lerobot.units import Unit, export_unit
+from odsd.lerobot.video import VideoEncoder
+from odsd.lerobot.view import video_info
 from odsd.store import EpisodeStore
 from odsd.store.fsio import fsync_dir, fsync_tree
 
@@ -77,6 +90,12 @@ class ExportResult:
     """``"segments"``: each exported episode is one segment clip."""
     source_episodes: int = 0
     """Store episodes the exported frames come from (``episodes`` when the unit is episodes)."""
+    cameras: tuple[str, ...] = ()
+    camera_dtype: str | None = None
+    """``"video"`` or ``"image"`` when there are cameras."""
+    video_files: int = 0
+    skipped: tuple[str, ...] = ()
+    """Store fields not exported (depth)."""
 
     @property
     def frames_per_s(self) -> float:
@@ -170,11 +189,18 @@ def export_lerobot(
     data_files_size_in_mb: float = 100,
     durable: bool = True,
     progress: Callable[[int, int], None] | bool = False,
+    images: bool = False,
+    video_encoder: VideoEncoder | None = None,
+    video_files_size_in_mb: float = 200,
+    workers: int | None = None,
 ) -> ExportResult:
     """Write the selected episodes at ``watermark`` as a LeRobot v3.0 dataset at ``out``.
 
     With ``selection.segments`` and/or ``selection.failure_focused`` each matching segment clip is
     exported as its own episode (see :mod:`odsd.lerobot.units`); window modes are refused.
+
+    Cameras: ``video`` features encoded with ``video_encoder`` (LeRobot's defaults), or ``image``
+    features with ``images=True``; ``workers`` encoder threads (default: every core).
 
     ``progress``: True for a rich progress bar, or a callback ``(frames_done, frames_total)``.
     """
@@ -187,8 +213,12 @@ def export_lerobot(
         raise ConfigError(
             "window modes choose training anchors and apply to readers only; export episodes or segments"
         )
-    if chunks_size < 1 or data_files_size_in_mb <= 0:
-        raise ConfigError("chunks_size and data_files_size_in_mb must be positive")
+    if chunks_size < 1 or data_files_size_in_mb <= 0 or video_files_size_in_mb <= 0:
+        raise ConfigError("chunks_size, data_files_size_in_mb and video_files_size_in_mb must be positive")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be >= 1, not {workers}")
+    workers = workers or default_workers()
+    encoder = video_encoder or VideoEncoder()
     compat.require()
     import pandas as pd
     import pyarrow as pa
@@ -196,8 +226,25 @@ def export_lerobot(
 
     from odsd.lerobot.dataset import OdsdLeRobotDataset
 
-    ds = OdsdLeRobotDataset(store, watermark=watermark, selection=selection, label=label, repo_id=repo_id)
+    ds = OdsdLeRobotDataset(
+        store,
+        watermark=watermark,
+        selection=selection,
+        label=label,
+        repo_id=repo_id,
+        cameras="image" if images else "video",
+        decode_cache_bytes=0,
+    )
     meta = ds.meta
+    store_features = ds.snapshot.store.manifest.features
+    cameras = tuple(ds.camera_keys)
+    skipped = tuple(k for k, spec in store_features.items() if spec.kind == "depth")
+    for key in skipped:
+        log.warning("%s: depth is not exported (LeRobot has no lossless depth feature); skipped", key)
+    if not images:
+        for key in cameras:
+            if store_features[key].shape[-1] != 3:
+                raise ConfigError(f"{key}: video export needs 3-channel frames; use --images")
     fps = float(meta.fps)
     if not fps.is_integer():
         raise ConfigError(f"LeRobot datasets need an integer fps; this store records at {fps:g}")
@@ -206,8 +253,12 @@ def export_lerobot(
     unit = export_unit(ds)
     view = unit.view
     features = {k: {**v, "shape": list(v["shape"])} for k, v in meta.features.items()}
+    if not images:
+        for key in cameras:
+            features[key]["info"] = video_info(store_features[key], fps, encoder)
     schema = compat.hf_features(features).arrow_schema
     cols = view.columns
+    frames = ds.camera_frames(view)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(out)
@@ -216,8 +267,11 @@ def export_lerobot(
     bar: Any = None
     try:
         frame_bytes = sum(int(c.dtype.itemsize * np.prod(c.shape[1:], dtype=np.int64)) for c in cols.values())
+        if images:
+            frame_bytes += sum(int(np.prod(store_features[k].shape)) for k in cameras)
         groups = _plan_files(view.lengths, frame_bytes, data_files_size_in_mb, chunks_size)
-        total = view.num_frames
+        encoded = 0 if images else len(cameras)
+        total = view.num_frames * (1 + encoded)
         callback: Callable[[int, int], None] | None = progress if callable(progress) else None
         if progress is True:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -229,9 +283,23 @@ def export_lerobot(
         n_ep = len(view.entries)
         data_chunk = np.zeros(n_ep, dtype=np.int64)
         data_file = np.zeros(n_ep, dtype=np.int64)
+        camera_stats: dict[str, list[dict[str, np.ndarray]]] = {k: [] for k in cameras}
+        pool = ThreadPoolExecutor(max_workers=workers) if images and cameras else None
         for chunk, file, a, b in groups:
             lo, hi = int(view.from_index[a]), int(view.to_index[b - 1])
-            arrays = [_arrow_column(cols[f.name][lo:hi], f.type, pa) for f in schema]
+            cells: dict[str, Any] = {}
+            for key in cameras if images else ():
+                values = frames.read(key, np.arange(lo, hi, dtype=np.int64))
+                assert pool is not None
+                cells[key] = image_column(png_cells(values, pool), pa)
+                for e in range(a, b):
+                    start = int(view.from_index[e]) - lo
+                    sample = values[start + episode_sample(int(view.lengths[e]))]
+                    camera_stats[key].append(image_stats(sample))
+            arrays = [
+                cells[f.name] if f.name in cells else _arrow_column(cols[f.name][lo:hi], f.type, pa)
+                for f in schema
+            ]
             table = pa.Table.from_arrays(arrays, schema=schema)
             path = tmp / compat.DATA_PATH.format(chunk_index=chunk, file_index=file)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,6 +307,30 @@ def export_lerobot(
             data_chunk[a:b], data_file[a:b] = chunk, file
             if callback:
                 callback(hi, total)
+        if pool is not None:
+            pool.shutdown()
+
+        # -- videos -------------------------------------------------------------------------
+        done = view.num_frames
+
+        def advance(n: int) -> None:
+            nonlocal done
+            done += n
+            if callback:
+                callback(done, total)
+
+        plans = encode_videos(
+            frames,
+            view,
+            () if images else cameras,
+            tmp,
+            fps=int(fps),
+            encoder=encoder,
+            workers=workers,
+            chunks_size=chunks_size,
+            file_size_mb=video_files_size_in_mb,
+            progress=advance if callback else None,
+        )
 
         # -- meta/episodes ------------------------------------------------------------------
         table = unit.episodes
@@ -251,7 +343,15 @@ def export_lerobot(
             "dataset_from_index": pa.array(view.from_index),
             "dataset_to_index": pa.array(view.to_index),
         }
+        for plan in plans.values():
+            ep_cols.update({k: pa.array(v) for k, v in plan.columns().items()})
+            camera_stats[plan.key] = [{k: plan.stats[k][e] for k in STAT_KEYS} for e in range(n_ep)]
         for name in features:
+            if name in camera_stats:
+                for stat in STAT_KEYS:
+                    rows = [s[stat].tolist() for s in camera_stats[name]]
+                    ep_cols[f"stats/{name}/{stat}"] = pa.array(rows)
+                continue
             values = cols[name]
             for stat, arr in episode_stats(values, view.from_index, view.lengths).items():
                 ep_cols[f"stats/{name}/{stat}"] = _list_column(
@@ -280,6 +380,7 @@ def export_lerobot(
         info["splits"] = {"train": f"0:{n_ep}"}
         info["chunks_size"] = int(chunks_size)
         info["data_files_size_in_mb"] = data_files_size_in_mb
+        info["video_files_size_in_mb"] = video_files_size_in_mb
         info["fps"] = int(fps)
         compat.write_info(info, tmp)
         compat.write_stats(unit.stats, tmp)
@@ -315,4 +416,8 @@ def export_lerobot(
         seconds=time.perf_counter() - t0,
         unit=unit.unit,
         source_episodes=unit.source_episodes,
+        cameras=cameras,
+        camera_dtype=("image" if images else "video") if cameras else None,
+        video_files=sum(len(p.files) for p in plans.values()),
+        skipped=skipped,
     )

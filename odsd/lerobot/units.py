@@ -122,7 +122,7 @@ def segment_clips(ds: OdsdLeRobotDataset) -> ExportUnit:
         unit="segments",
         view=clipped,
         episodes=clip_episode_table(clipped, clips),
-        stats=compute_stats(clipped.columns, {"action": clipped.label_valid}),
+        stats={**compute_stats(clipped.columns, {"action": clipped.label_valid}), **ds.camera_stats(clipped)},
         stats_version=version,
         provenance=provenance,
         source_episodes=sources,
@@ -185,6 +185,9 @@ def clip_view(view: View, clips: Sequence[Clip], fps: float) -> View:
         tasks=list(view.tasks),
         task_of_episode=view.task_of_episode[source],
         segment_id=None if view.segment_id is None else view.segment_id[positions],
+        segments=list(view.segments),
+        episode_segment=view.episode_segment[source],
+        episode_row=view.episode_row[source] + offsets,
     )
 
 

@@ -217,3 +217,50 @@ def build_camera_store(
             episode_id += 1
         writer.commit(eps)
     return store
+
+
+def train_act_with_camera(meta: Any, loader: Any, steps: int = 4) -> list[float]:
+    """``make_policy(ACTConfig(...), ds_meta=meta)`` with a camera input: a few optimizer steps.
+
+    A tiny ACT (dim_model 32, one layer each, resnet18 without pretrained weights: no download).
+    Returns the losses; asserts the camera is a policy input and every loss is finite.
+    """
+    import torch
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.factory import make_policy, make_pre_post_processors
+
+    torch.manual_seed(0)
+    cfg = ACTConfig(
+        chunk_size=4,
+        n_action_steps=4,
+        dim_model=32,
+        n_heads=2,
+        dim_feedforward=64,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        n_vae_encoder_layers=1,
+        latent_dim=8,
+        use_vae=True,
+        vision_backbone="resnet18",
+        pretrained_backbone_weights=None,
+        device="cpu",
+    )
+    policy = make_policy(cfg, ds_meta=meta)
+    assert hasattr(policy.model, "backbone")
+    assert "observation.images.top" in cfg.image_features
+    pre, _post = make_pre_post_processors(cfg, dataset_stats=meta.stats)
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    policy.train()
+    losses: list[float] = []
+    for batch in loader:
+        batch = pre(batch)
+        loss, _ = policy.forward(batch)
+        assert torch.isfinite(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if len(losses) == steps:
+            break
+    assert len(losses) == steps
+    return losses

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lerobot_helpers import build_camera_store, camera_frame, reference_window
+from lerobot_helpers import build_camera_store, camera_frame, reference_window, train_act_with_camera
 
 from odsd.errors import ConfigError
 from odsd.lerobot import OdsdLeRobotDataset, batch_loader, compat
@@ -215,3 +215,11 @@ def test_meta_maps_cameras_to_visual_and_leaves_depth_out(tmp_path: Path) -> Non
         assert policy[TOP].type is FeatureType.VISUAL and policy[TOP].shape == (3, H, W)
     assert ds.meta.video_path is None
     assert OdsdLeRobotDataset(store).meta.video_path.startswith("videos/{video_key}/")
+
+
+def test_act_with_a_camera_trains_from_the_reader_through_workers(tmp_path: Path) -> None:
+    store = build_camera_store(tmp_path / "s", lengths=[20, 16, 24], cameras=("top",), height=32, width=32)
+    ds = OdsdLeRobotDataset(store, delta_timestamps={"action": [i / 10 for i in range(4)]})
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
+    losses = train_act_with_camera(ds.meta, loader, steps=4)
+    assert len(losses) == 4
