@@ -90,6 +90,12 @@ def resolve_backend(sim_backend: str, device: torch.device) -> str:
 class ManiSkillVecEnv(EpisodeFlagsMixin):
     """Adapter from ManiSkill3 to :class:`~odsd.envs.protocol.VecEnv` (see module docstring)."""
 
+    resimulation_note = (
+        "ManiSkill re-simulates a restored state approximately (PhysX keeps contact and solver "
+        "caches outside get_state_dict()); deviations grow once contacts change, e.g. at a grasp"
+    )
+    """Why dynamic replay is not exact; ``odsd store verify --replay`` prints it (docs/envs.md)."""
+
     def __init__(
         self,
         rows: Rows,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,8 @@ class SimLayout:
 
 def import_maniskill() -> Any:
     """``gymnasium`` with ManiSkill's envs registered, or a one-line error naming the extra."""
+    # SAPIEN warns when it uses its own Vulkan loader (the usual case): not the user's concern
+    warnings.filterwarnings("ignore", message="Failed to find system libvulkan")
     try:
         import gymnasium as gym
         import mani_skill.envs  # noqa: F401 - registers the env ids

@@ -420,6 +420,8 @@ class Replayer:
         if rng:
             step = min(rng.values())
             parts.append(f"random stream diverged at frame {step} ({', '.join(sorted(rng))})")
+        elif self.mode == "dynamic" and getattr(self.env, "resimulation_note", None):
+            parts.append(str(self.env.resimulation_note))  # the env says why it cannot repeat exactly
         elif "rng_key" not in self.states and self.mode == "dynamic":
             parts.append("the env records no random-stream state; stochastic steps cannot repeat")
         if ep.first_divergence is not None:
