@@ -138,7 +138,8 @@ def _check_arguments(task: str, factory: Callable[..., Any], kwargs: dict[str, A
 def _register_builtins() -> None:
     if "reach" in _REGISTRY:
         return
-    from odsd.envs.tasks import PickPlaceEnv, ReachEnv
+    from odsd.envs.tasks import PickPlaceCamEnv, PickPlaceEnv, ReachEnv
 
     _REGISTRY["reach"] = ReachEnv
     _REGISTRY["pick_place"] = PickPlaceEnv
+    _REGISTRY["pick_place_cam"] = PickPlaceCamEnv

@@ -8,6 +8,7 @@ row ``j`` sees, and the same seed gives the same numbers on CPU and CUDA::
     u = rng.uniform(torch.arange(4), 3)          # [4, 3] in [0, 1)
     rng.seed_rows(torch.tensor([1]), seed=7)     # row 1 now draws like row 1 of seed 7
     state = rng.state()                          # {"rng_key": [4], "rng_counter": [4]} int64
+    look = rng.side_uniform(torch.arange(4), 5, stream=1)  # a side stream: the main one is untouched
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ class RowRandom:
         u1 = ((bits[:, :k] >> 8) + 1).to(torch.float32) * (1.0 / (1 << 24))
         u2 = (bits[:, k:] >> 8).to(torch.float32) * (1.0 / (1 << 24))
         return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
+
+    def side_uniform(self, rows: torch.Tensor, k: int, stream: int) -> torch.Tensor:
+        """``[len(rows), k]`` uniform in ``[0, 1)`` from side stream ``stream`` (> 0) of each row.
+
+        The numbers depend on the row's key and its current counter, and the rows do not advance:
+        draws for something that must not disturb the main stream (a rendered scene's looks) are
+        as deterministic per row seed as the main stream, and the main stream's numbers stay
+        what they would be without them.
+        """
+        salt = hash32(torch.tensor(int(stream) * _GOLDEN, dtype=torch.long, device=self.device))
+        lanes = torch.arange(k, device=self.device, dtype=torch.long)
+        counters = (self.counter[rows].unsqueeze(1) + lanes) & _MASK
+        bits = hash32(hash32(self.key[rows] ^ salt).unsqueeze(1) ^ hash32(counters + _GOLDEN))
+        return (bits >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
     def state(self, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Copy of the stream state of ``rows`` (all when ``None``)."""

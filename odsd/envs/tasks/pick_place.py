@@ -156,7 +156,11 @@ class PickPlaceEnv(TorchTaskEnv):
         )
         self._ws_low = torch.tensor(WORKSPACE_LOW, device=spec.device)
         self._ws_high = torch.tensor(WORKSPACE_HIGH, device=spec.device)
-        super().__init__(spec, seed)
+        super().__init__(self._task_spec(spec), seed)
+
+    def _task_spec(self, spec: EnvSpec) -> EnvSpec:
+        """The spec this env runs under; tasks built on this physics (``pick_place_cam``) extend it."""
+        return spec
 
     @classmethod
     def physical_fields(cls) -> tuple[StateField, ...]:

@@ -16,6 +16,7 @@ PlannerFactory = Callable[[EnvSpec], PlannerExpert]
 _PLANNERS: dict[str, PlannerFactory] = {
     "reach": ReachPlanner,
     "pick_place": PickPlacePlanner,
+    "pick_place_cam": PickPlacePlanner,  # the same physics and keys, plus cameras the planner ignores
     "maniskill:PickCube-v1": PickCubePlanner,  # obs_mode=state, control_mode=pd_ee_delta_pos
 }
 

@@ -55,7 +55,8 @@ class PlannerExpert(ABC):
     def act(self, obs: dict[str, torch.Tensor], *, env_ids: torch.Tensor) -> ExpertQuery:
         """Label rows ``env_ids`` of ``obs``; rows with non-finite observations are invalid."""
         ids = torch.as_tensor(env_ids, device=self.env_spec.device).long().flatten()
-        rows = {k: v[ids].to(torch.float32) for k, v in obs.items()}
+        cameras = set(self.env_spec.camera_keys)  # planners act on state, never on pixels
+        rows = {k: v[ids].to(torch.float32) for k, v in obs.items() if k not in cameras}
         finite = torch.ones(ids.numel(), dtype=torch.bool, device=ids.device)
         for value in rows.values():
             finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(dim=1)
