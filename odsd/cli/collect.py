@@ -302,15 +302,34 @@ def check_env_cmd(
     device: Annotated[str, typer.Option()] = "cpu",
     steps: Annotated[int, typer.Option(min=1, help="Smoke-test steps.")] = 20,
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    task_kwargs: Annotated[
+        str | None, typer.Option(help="Task arguments as a JSON object, e.g. '{\"image_size\": 64}'.")
+    ] = None,
+    images_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where camera frames (row 0 of the first reset) go as PNGs (default: a new temp dir)."
+        ),
+    ] = None,
 ) -> int:
-    """Build an env, validate its spec, run a reset/step smoke test and print the spec."""
+    """Build an env, validate its spec, run a reset/step smoke test and print the spec (and camera frames)."""
     from odsd.devices import check_device
     from odsd.envs import check_env
+    from odsd.envs.check import parse_task_kwargs, prepare_images_dir
     from odsd.envs.registry import resolve_env_factory
 
     resolve_env_factory(task)  # an unknown task is a usage error (exit 2), not a failed check
     check_device(device)
-    report = check_env(task, num_envs=num_envs, device=device, steps=steps)
+    kwargs = parse_task_kwargs(task_kwargs)
+    report = check_env(
+        task,
+        num_envs=num_envs,
+        device=device,
+        steps=steps,
+        images_dir=None if images_dir is None else prepare_images_dir(images_dir),
+        images_temp=True,
+        **kwargs,
+    )
     if json_out:
         print_json(report.to_dict())
     else:

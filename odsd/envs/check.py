@@ -4,6 +4,8 @@
 
     report = check_env("pick_place", num_envs=4)
     report.ok                      # every check passed
+    report = check_env("pick_place_cam", images_dir=Path("frames"))
+    report.images                  # {"observation.images.top": Path("frames/pick_place_cam-top.png"), ...}
     rich.print(report.rich_table())
     json.dumps(report.to_dict())
 
@@ -12,10 +14,13 @@ The CLI (``odsd check-env TASK``) renders the report; this module prints nothing
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from odsd.envs.protocol import SupportsState, VecEnv, reports_success, safe_hold_action
@@ -51,6 +56,8 @@ class CheckReport:
     spec: EnvSpec | None
     checks: list[CheckItem] = field(default_factory=list)
     steps_per_s: float | None = None
+    images: dict[str, Path] = field(default_factory=dict)
+    """Camera field → PNG of row 0 of the first reset frame (written with ``images_dir``)."""
 
     @property
     def ok(self) -> bool:
@@ -67,6 +74,7 @@ class CheckReport:
             "checks": [
                 {"name": c.name, "ok": c.ok, "status": c.status, "detail": c.detail} for c in self.checks
             ],
+            "images": {k: str(v) for k, v in self.images.items()},
             "spec": None
             if spec is None
             else {
@@ -78,6 +86,16 @@ class CheckReport:
                 "max_episode_steps": spec.max_episode_steps,
                 "layout_hash": spec.layout_hash(),
                 "layout": spec.layout(),
+                "cameras": [
+                    {
+                        "name": c.name,
+                        "key": c.key,
+                        "shape": list(c.shape),
+                        "depth": c.depth,
+                        "description": c.description,
+                    }
+                    for c in spec.cameras
+                ],
                 "features": {k: {**v, "shape": list(v["shape"])} for k, v in spec.features().items()},
                 "state": None if spec.state is None else {f.name: list(f.shape) for f in spec.state.fields},
             },
@@ -134,6 +152,8 @@ class CheckReport:
             )
             layout.add_row("action", str((spec.action.dim,)), "float32", "-", bounds)
             parts.append(layout)
+            if spec.cameras:
+                parts.append(self._camera_table(spec))
         checks = Table(title="checks")
         checks.add_column("check")
         checks.add_column("result")
@@ -149,6 +169,26 @@ class CheckReport:
         parts.append(checks)
         return Group(*parts)
 
+    def _camera_table(self, spec: EnvSpec) -> Any:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title="cameras (observation.images.<name>, uint8 HxWxC)")
+        for column in ("camera", "HxWxC", "depth"):
+            table.add_column(column)
+        table.add_column("frame of row 0", overflow="fold")
+        table.add_column("description")
+        for c in spec.cameras:
+            image = self.images.get(c.key)
+            table.add_row(
+                c.name,
+                "x".join(str(d) for d in c.shape),
+                "uint16 mm" if c.depth else "-",
+                escape(str(image)) if image else "-",
+                escape(c.description),
+            )
+        return table
+
 
 def check_env(
     task: str,
@@ -157,13 +197,19 @@ def check_env(
     *,
     seed: int = 0,
     steps: int = 20,
+    images_dir: Path | None = None,
+    images_temp: bool = False,
     **kwargs: Any,
 ) -> CheckReport:
     """Build ``task`` and run a reset/step smoke test; never raises for env faults.
 
     Checks: construction, reset observation matches the spec, step output shapes/dtypes, a success
     signal (a warning when the env has none), partial reset leaves other rows untouched, state round
-    trip (``unsupported`` when the env declares no state: optional), close.
+    trip (``unsupported`` when the env declares no state: optional), close. An env with cameras
+    also gets a ``camera frames`` check; with ``images_dir`` it writes row 0 of the first reset
+    frame of each camera there as ``<task>-<camera>.png`` (depth: ``<task>-<camera>-depth.png``,
+    16-bit millimetres) and lists them in ``report.images``; with ``images_temp`` (and no
+    ``images_dir``) into a new temporary directory, made only when the env has cameras.
     """
     from odsd.envs.registry import make_env
 
@@ -194,8 +240,23 @@ def check_env(
     def reset() -> str:
         obs, _info = env.reset(seed=seed)
         spec.validate_observation(obs)
+        holder["first"] = obs
         flat = spec.flatten_observation(obs)
         return ", ".join(f"{k}{tuple(v.shape)}" for k, v in flat.items())
+
+    def camera_frames() -> str:
+        obs = holder["first"]
+        varied = [key for key in spec.camera_keys if bool((obs[key] != obs[key].flatten()[0]).any())]
+        blank = [key for key in spec.camera_keys if key not in varied]
+        if blank:
+            raise AssertionError(f"camera frames are one flat colour: {blank}")
+        directory = images_dir
+        if directory is None and images_temp:
+            directory = Path(tempfile.mkdtemp(prefix=f"odsd-check-env-{safe_name(task)}-"))
+        if directory is None:
+            return f"{len(spec.camera_keys)} frames, none blank"
+        report.images.update(write_frame_pngs(obs, spec, Path(directory), row=0))
+        return f"{len(report.images)} PNGs of row 0 in {directory}"
 
     def step() -> str:
         hold = safe_hold_action(env)
@@ -246,11 +307,14 @@ def check_env(
         env.set_state(state)
         obs_b, *_ = env.step(safe_hold_action(env))
         for key in obs_a:
-            if not torch.allclose(obs_a[key], obs_b[key], atol=1e-5):
+            a, b = obs_a[key], obs_b[key]
+            same = torch.allclose(a, b, atol=1e-5) if a.is_floating_point() else torch.equal(a, b)
+            if not same:
                 raise AssertionError(f"replay from get_state diverged on {key!r}")
         return "step after set_state reproduces the original step"
 
-    run("reset", reset)
+    if run("reset", reset) and spec.cameras:
+        run("camera frames", camera_frames)
     if run("step", step):
         run("success signal", success_signal)
     if spec.num_envs > 1:
@@ -258,3 +322,70 @@ def check_env(
     run("state round trip", state_round_trip)
     run("close", lambda: env.close())
     return report
+
+
+def write_frame_pngs(
+    obs: dict[str, torch.Tensor], spec: EnvSpec, directory: Path, *, row: int = 0
+) -> dict[str, Path]:
+    """Write row ``row`` of every camera tensor in ``obs`` as a PNG; return field → path.
+
+    RGB frames are 8-bit RGB (or grey) PNGs; depth is a 16-bit greyscale PNG in millimetres.
+
+    >>> write_frame_pngs(env.reset()[0], env.spec, Path("frames"))["observation.images.top"]
+    PosixPath('frames/pick_place_cam-top.png')
+    """
+    from PIL import Image
+
+    task = safe_name(spec.task)
+    out: dict[str, Path] = {}
+    directory.mkdir(parents=True, exist_ok=True)
+    for camera in spec.cameras:
+        image = obs[camera.key][row].cpu().numpy()
+        path = directory / f"{task}-{camera.name}.png"
+        Image.fromarray(image[:, :, 0] if camera.channels == 1 else image).save(path)
+        out[camera.key] = path
+        if camera.depth:
+            depth = obs[camera.depth_key][row].cpu().numpy()[:, :, 0].astype(np.uint16)
+            path = directory / f"{task}-{camera.name}-depth.png"
+            Image.fromarray(depth).save(path)
+            out[camera.depth_key] = path
+    return out
+
+
+def parse_task_kwargs(text: str | None) -> dict[str, Any]:
+    """``--task-kwargs`` JSON text → a dict (a one-line :class:`~odsd.errors.ConfigError` otherwise)."""
+    import json
+
+    from odsd.errors import ConfigError
+
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--task-kwargs is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--task-kwargs must be a JSON object, got {text!r}")
+    return value
+
+
+def prepare_images_dir(directory: Path) -> Path:
+    """Create ``odsd check-env --images-dir``; a path that cannot be a directory is a one-line error.
+
+    (exit 3 or 6, not a failed check.)
+    """
+    from odsd.errors import as_user_error
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        error = as_user_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+    return directory
+
+
+def safe_name(task: str) -> str:
+    """``task`` with every character but letters, digits, ``_`` and ``-`` replaced by ``_`` (file names)."""
+    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in task)
