@@ -18,6 +18,7 @@ from odsd.store.compaction import DEFAULT_SHARD_FRAMES, DEFAULT_SMALL_FRAMES
 from odsd.store.fsck import DEFAULT_REPAIR_GRACE_S
 from odsd.store.fsio import require_writable
 from odsd.store.image_stats import camera_storage
+from odsd.store.log_compaction import DEFAULT_KEEP_RECORDS, compact_log
 from odsd.store.vacuum import DEFAULT_GRACE_S
 
 store_app = typer.Typer(help="Create, inspect, check and maintain episode stores.", no_args_is_help=True)
@@ -211,15 +212,30 @@ def compact_cmd(
         DEFAULT_SMALL_FRAMES
     ),
     shard_frames: Annotated[int, typer.Option(min=1, help="Target frames per shard.")] = DEFAULT_SHARD_FRAMES,
+    log: Annotated[
+        bool, typer.Option("--log/--no-log", help="Also pack old commit records into log archives.")
+    ] = True,
+    keep_records: Annotated[
+        int, typer.Option(min=1, help="Newest commit records kept as files by --log.")
+    ] = DEFAULT_KEEP_RECORDS,
     json_out: JsonFlag = False,
 ) -> None:
-    """Merge small segments into sealed shards (online; readers keep their snapshots)."""
-    result = compact(_open(path, write=True), small_frames=small_frames, shard_frames=shard_frames)
+    """Merge small segments into sealed shards and old commit records into log archives (online)."""
+    store = _open(path, write=True)
+    result = compact(store, small_frames=small_frames, shard_frames=shard_frames)
+    packed = compact_log(store.log, keep_records=keep_records, min_records=1) if log else None
     if json_out:
-        print_json(result.__dict__)
-    else:
+        print_json({**result.__dict__, "log": packed.__dict__ if packed is not None else None})
+        return
+    console.print(
+        f"compacted {result.merged_segments} segments ({result.episodes} episodes) into {len(result.shards)} shards"
+    )
+    if packed is not None and packed.busy:
+        console.print("log: another process is compacting the log; left to it")
+    elif packed is not None:
         console.print(
-            f"compacted {result.merged_segments} segments ({result.episodes} episodes) into {len(result.shards)} shards"
+            f"log: archived {packed.archived} commit records; {packed.archives} archives hold records "
+            f"0..{packed.through}"
         )
 
 

@@ -6,7 +6,7 @@ between two commits, off the collection loop::
 
     compactor = AutoCompactor(store, config.compaction, writer_id=writer.writer_id)
     result = writer.commit(batch)
-    compactor.after_commit(result, frames=batch.num_frames)   # a pass when one is due
+    compactor.after_commit(result, frames=batch.num_frames)   # passes when they are due
 
 A pass is due once ``min_segments`` of the writer's segments are uncompacted (the *tail*). It
 merges the oldest ones (at most ``max_segments_per_pass`` segments, ``max_bytes_per_pass`` bytes,
@@ -14,8 +14,10 @@ merges the oldest ones (at most ``max_segments_per_pass`` segments, ``max_bytes_
 ``odsd store compact``: episodes keep their ids and metadata; readers on older snapshots keep
 reading the old segments). Merged segments are deleted ``vacuum_grace_s`` after the compaction
 commit, and only when no reader lease pins a watermark before it. Old checkpoints beyond the
-newest ``keep_checkpoints`` are deleted. Nothing here holds more than the tail's few numbers per
-segment in memory, and a pass reads at most one shard's worth of data.
+newest ``keep_checkpoints`` are deleted. Once ``log_min_records`` commit records older than the
+newest ``log_keep_records`` are files, they are packed into a log archive
+(:func:`odsd.store.log_compaction.compact_log`). Nothing here holds more than the tail's few
+numbers per segment in memory, and a pass reads at most one shard's worth of data.
 
 A SIGKILL at any moment loses nothing: an unpublished shard is an unreferenced directory
 (``odsd store fsck --repair`` removes it), and a published compaction leaves the old segments
@@ -34,6 +36,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +44,9 @@ from odsd.schema import AddAction, CommitRecord, EpisodeEntry, RemoveAction
 from odsd.store.errors import CommitConflictError
 from odsd.store.layout import checked_layouts, read_for_copy
 from odsd.store.leases import active_leases
-from odsd.store.log import LOG_DIR, checkpoint_name
+from odsd.store.log import CommitLog, checkpoint_name
+from odsd.store.log_archive import read_archive
+from odsd.store.log_compaction import LogCompactionResult, archivable, compact_log
 from odsd.store.segments import concat_frames, remove_tree, write_segment
 from odsd.store.writer import publish
 
@@ -88,7 +93,9 @@ class AutoCompactor:
         self.passes = 0
         self.segments_compacted = 0
         self._retry_after = 0
+        self._log_retry_after = 0
         self._commits = 0
+        self.log_passes = 0
 
     def after_commit(self, result: CommitResult, *, frames: int) -> None:
         """Note the writer's commit, then compact, vacuum and prune if due (errors are logged)."""
@@ -104,15 +111,25 @@ class AutoCompactor:
                 log.warning("auto-compaction pass failed (retried later): %s", exc)
                 self._retry_after = self._commits + self.config.min_segments
         self.vacuum()
+        if self._commits >= self._log_retry_after:
+            try:
+                self.compact_log()
+            except Exception as exc:  # maintenance too: the records stay files meanwhile
+                log.warning("log compaction failed (retried later): %s", exc)
+                self._log_retry_after = self._commits + self.config.log_min_records
 
     # -- compaction ---------------------------------------------------------------------------
 
     def _scan(self, upto: int) -> None:
         """Read the records other writers published up to ``upto`` and note their removes."""
-        for seq in range(self._scanned + 1, upto + 1):
-            if seq in self._own:
+        commit_log = self.store.log
+        if self._scanned + 1 <= min(upto, commit_log.archives().through):
+            records = iter(commit_log.read_tail(self._scanned, until=upto)[0])  # archived: one read
+        else:
+            records = (commit_log.read(s) for s in range(self._scanned + 1, upto + 1) if s not in self._own)
+        for record in records:
+            if record.seq in self._own:
                 continue
-            record = self.store.log.read(seq)
             for remove in record.removes:
                 self._removed.update(remove.episode_ids)
         self._own = {s for s in self._own if s > upto}
@@ -242,6 +259,23 @@ class AutoCompactor:
             self.merged.popleft()
         return deleted
 
+    def compact_log(self) -> LogCompactionResult | None:
+        """Pack old commit records into a log archive when enough are due (None: not due)."""
+        cfg = self.config
+        watermark = self.store.refresh().seq
+        if not archivable(
+            self.store.log, watermark, keep_records=cfg.log_keep_records, min_records=cfg.log_min_records
+        ):
+            return None
+        result = compact_log(
+            self.store.log,
+            keep_records=cfg.log_keep_records,
+            min_records=cfg.log_min_records,
+            max_archives=cfg.log_max_archives,
+        )
+        self.log_passes += not result.busy
+        return result
+
     def prune_checkpoints(self) -> int:
         """Keep the newest ``keep_checkpoints`` checkpoints (the records they summarize remain)."""
         seqs = self.store.log.checkpoint_seqs()
@@ -278,46 +312,72 @@ def entries_per_shard(num_fields: int, n_frames: int, chunk_frames: int) -> int:
     return 2 + num_fields * (2 + max(1, math.ceil(n_frames / chunk_frames)))
 
 
-def _recent_records(log_dir: Path, names: list[str], window_s: float) -> int:
-    """How many of the (sorted) record files were published in the last ``window_s`` seconds."""
-    cutoff = time.time() - window_s
+def _recent_records(root: Path, window_s: float) -> int:
+    """How many commit records were published in the last ``window_s`` seconds.
+
+    Record files by their mtime, newest first; when every file is that recent, the archived
+    records are counted by their timestamps too (newest archive first).
+    """
+    commit_log = CommitLog(root, durable=False)
+    now = time.time()
     count = 0
-    for name in reversed(names):
+    for seq in reversed(commit_log.record_seqs()):
         try:
-            if os.stat(log_dir / name).st_mtime < cutoff:
-                break
+            if os.stat(commit_log.path(seq)).st_mtime < now - window_s:
+                return count
         except FileNotFoundError:
             continue
         count += 1
+    view = commit_log.archives()
+    cutoff = datetime.fromtimestamp(now - window_s, UTC)
+    for archive in reversed(view.archives):
+        stamps = [
+            datetime.fromisoformat(r.timestamp)
+            for r in read_archive(view.path(archive), archive, archive.first, archive.last)
+        ]
+        count += sum(stamp >= cutoff for stamp in stamps)
+        if stamps[0] < cutoff:
+            break
     return count
+
+
+def log_bound(config: CompactionConfig, *, writers: int = 1) -> int:
+    """Most entries of ``_log/`` besides checkpoints and quarantined records (see :func:`file_bound`)."""
+    records = config.log_keep_records + config.log_min_records + 3 * writers
+    archives = config.log_max_archives + 2
+    return records + archives + 3  # _archives.json, .archive.lock, .quarantine.lock
 
 
 def file_bound(store_root: str | Path, config: CompactionConfig, *, writers: int = 1) -> int:
     """The most files and directories a store collected with auto-compaction can hold now.
 
-    ``P·(2T + A + writers) + S·Q + R + K + 2 + other``, where
+    ``P·(2T + A + writers) + Q·(S + 1) + (N + B + 3·writers) + (L + 2) + 3 + K + 2 + other``, where
 
     - ``P = 2 + 3F`` entries per segment (``F`` fields), ``T = min_segments`` (the uncompacted tail
       stays below it; segments merged by the passes of the last ``T`` commits are counted again
       while they wait for their grace), ``A`` = records published in the last
-      ``vacuum_grace_s + 10`` seconds (segments merged but still in their grace period), plus one
-      in-flight segment per writer;
+      ``vacuum_grace_s + 10`` seconds (segments merged but still in their grace period: a rate
+      times a time, not a count of all commits), plus one in-flight segment per writer;
     - ``S`` shards (plus one in flight) of at most ``Q = 2 + F·(2 + ceil(shard_frames /
       chunk_frames))`` entries each: one shard per ``shard_frames`` frames (or per
       ``max_segments_per_pass`` segments) — proportional to the data, not to the commits;
-    - ``R`` commit records (one per commit: the log is the store's history, never compacted),
-      ``K = keep_checkpoints`` checkpoints, the ``_log`` and ``segments`` directories;
+    - the log: at most ``N + B + 3·writers`` record files (``N = log_keep_records`` kept, fewer
+      than ``B = log_min_records`` waiting for the next log compaction, and per writer the
+      records published between two of its checks and a stale attempt being taken back),
+      ``L + 2`` archives (``L = log_max_archives``, plus a new and a merged one while a pass runs
+      or after it was killed), the archive index and two lock files; ``K = keep_checkpoints``
+      checkpoints; the ``_log`` and ``segments`` directories;
     - ``other``: the manifest, ``shards/``, ``segments/<writer>/`` directories, ``runs/`` (each run
       keeps its newest 20 run-state manifests), ``policies/`` and ``_leases/``, counted as they are.
+
+    No term grows with the number of commits.
     """
     from odsd.schema import StoreManifest
 
     root = Path(store_root)
     manifest = StoreManifest.model_validate_json((root / "odsd.json").read_bytes())
     fields = len(manifest.features)
-    log_dir = root / LOG_DIR
-    records = sorted(n for n in os.listdir(log_dir) if n.endswith(".json") and n[0].isdigit())
-    recent = _recent_records(log_dir, records, config.vacuum_grace_s + 10.0)
+    recent = _recent_records(root, config.vacuum_grace_s + 10.0)
     shards = [p for p in (root / "shards").iterdir()] if (root / "shards").is_dir() else []
     per_segment = entries_per_segment(fields)
     per_shard = entries_per_shard(fields, config.shard_frames, config.chunk_frames)
@@ -332,7 +392,7 @@ def file_bound(store_root: str | Path, config: CompactionConfig, *, writers: int
     return (
         per_segment * segments
         + per_shard * (len(shards) + 1)
-        + len(records)
+        + log_bound(config, writers=writers)
         + config.keep_checkpoints
         + 2
         + other

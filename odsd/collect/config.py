@@ -23,7 +23,10 @@ class CompactionConfig(BaseModel):
     oldest of them (at most ``max_segments_per_pass`` segments, ``max_bytes_per_pass`` bytes and
     ``shard_frames`` frames) into one shard between two commits, deletes segments it merged more
     than ``vacuum_grace_s`` ago that no reader lease can still see, and keeps the newest
-    ``keep_checkpoints`` checkpoints. ``enabled = false`` turns all of it off.
+    ``keep_checkpoints`` checkpoints. Once ``log_min_records`` commit records older than the
+    newest ``log_keep_records`` are files, it packs them into a log archive, merging archives
+    while there are more than ``log_max_archives`` (:mod:`odsd.store.log_compaction`).
+    ``enabled = false`` turns all of it off.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -36,6 +39,9 @@ class CompactionConfig(BaseModel):
     chunk_frames: int = Field(default=65_536, ge=1)
     vacuum_grace_s: float = Field(default=60.0, ge=0)
     keep_checkpoints: int = Field(default=4, ge=1)
+    log_keep_records: int = Field(default=256, ge=1)
+    log_min_records: int = Field(default=256, ge=1)
+    log_max_archives: int = Field(default=8, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> CompactionConfig:

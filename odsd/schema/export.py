@@ -9,12 +9,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from odsd.schema.run import RunLockInfo, RunState, RunStatus
-from odsd.schema.store import Checkpoint, CommitRecord, ReaderLease, StoreManifest
+from odsd.schema.store import Checkpoint, CommitRecord, LogArchiveIndex, ReaderLease, StoreManifest
 
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "store-manifest": StoreManifest,
     "commit-record": CommitRecord,
     "checkpoint": Checkpoint,
+    "log-archive-index": LogArchiveIndex,
     "reader-lease": ReaderLease,
     "run-state": RunState,
     "run-status": RunStatus,

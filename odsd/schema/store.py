@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
+    model_validator,
 )
 
 from odsd.schema.names import check_data_path
@@ -230,3 +231,47 @@ class ReaderLease(_Doc):
     host: str
     created: str = Field(default_factory=utc_now)
     expires: str
+
+
+class LogArchive(_Doc):
+    """One packed archive of commit records in ``_log/`` (an entry of :class:`LogArchiveIndex`)."""
+
+    name: str
+    """``_archive.<first>-<last>.jsonl`` (20-digit seqs): one record per line, as encoded in its file."""
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+    nbytes: int = Field(ge=0)
+    sha256: str
+    """sha256 of the whole file; each line also carries its record's own checksum."""
+
+    @model_validator(mode="after")
+    def _check_name(self) -> LogArchive:
+        if self.last < self.first:
+            raise ValueError(f"archive {self.name!r} ends ({self.last}) before it starts ({self.first})")
+        if self.name != f"_archive.{self.first:020d}-{self.last:020d}.jsonl":
+            raise ValueError(f"archive name {self.name!r} does not match its range {self.first}-{self.last}")
+        return self
+
+
+class LogArchiveIndex(_Doc):
+    """``_log/_archives.json``: the archives that hold records ``0..through`` (replaced atomically).
+
+    Archives are listed in order and cover ``0..through`` without a gap or an overlap; records
+    after ``through`` are individual files. A record file at a seq ``≤ through`` is not part of
+    the history (the archive is): a leftover of an interrupted archiving, or a stale writer's.
+    """
+
+    through: int = Field(ge=-1)
+    archives: list[LogArchive]
+    checksum: str = ""
+
+    @model_validator(mode="after")
+    def _check_chain(self) -> LogArchiveIndex:
+        expected = 0
+        for archive in self.archives:
+            if archive.first != expected:
+                raise ValueError(f"archive {archive.name} starts at {archive.first}, expected {expected}")
+            expected = archive.last + 1
+        if expected - 1 != self.through:
+            raise ValueError(f"archives end at {expected - 1}, but through is {self.through}")
+        return self

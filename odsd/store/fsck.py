@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from odsd.schema import Checkpoint, EpisodeEntry, SegmentInfo
+from odsd.schema import Checkpoint, CommitRecord, EpisodeEntry, SegmentInfo
 from odsd.store.episode_store import EpisodeStore
 from odsd.store.errors import CorruptStoreError
 from odsd.store.fsio import PARTIAL_SUFFIX
 from odsd.store.layout import check_segment, decode_checked
-from odsd.store.log import LOG_DIR, TornRecord, checkpoint_name
+from odsd.store.log import _RECORD_RE, LOG_DIR, CommitLog, TornRecord, checkpoint_name
+from odsd.store.log_archive import ARCHIVE_INDEX, ARCHIVE_RE, ArchiveGone, ArchiveView, read_archive
+from odsd.store.log_compaction import leftovers, remove_leftovers
 from odsd.store.segments import remove_tree
 from odsd.store.state import StoreState
 
@@ -107,22 +110,26 @@ def fsck(
     report = FsckReport()
     log = store.log
     state = StoreState()
-    seqs = log.record_seqs()
     checkpoint_seqs = log.checkpoint_seqs()
     # What each checkpoint must match, taken during the one replay of the log below.
     expected: dict[int, tuple[dict[int, EpisodeEntry], int]] = {}
-    history_ok = True
+
+    def apply(record: CommitRecord, where: Path) -> None:
+        state.apply(record, str(where))
+        if record.seq in checkpoint_seqs:
+            expected[record.seq] = (dict(state.episodes), state.next_episode_id)
+
+    view, history_ok = _replay_archives(log, report, apply)
+    through = view.through if view is not None else -1
+    seqs = [s for s in log.record_seqs() if s > through]
     torn = None
-    for i, seq in enumerate(seqs):
-        if seq != i:
-            report.add("error", log.path(i), f"commit record {i} is missing; records {seq}.. are unreachable")
+    for i, seq in enumerate(seqs if history_ok else []):
+        if seq != through + 1 + i:
+            report.add(*_missing_record(log, view, through + 1 + i, seq))
             history_ok = False
             break
         try:
-            record = log.read(seq)
-            state.apply(record, str(log.path(seq)))
-            if seq in checkpoint_seqs:
-                expected[seq] = (dict(state.episodes), state.next_episode_id)
+            apply(log.read(seq), log.path(seq))
         except CorruptStoreError as exc:
             if seq == seqs[-1]:
                 torn = seq
@@ -136,6 +143,13 @@ def fsck(
                 report.add("error", log.path(seq), str(exc))
                 history_ok = False
             break
+    if history_ok and not seqs and view is not None and view.identity is None:
+        problem = _missing_record(log, view, 0, None)
+        if problem is not None:
+            report.add(*problem)
+            history_ok = False
+    if view is not None:
+        _log_leftovers(log, view, report, repair=repair, grace_s=grace_s)
     report.watermark = state.seq
     report.episodes = len(state.episodes)
 
@@ -195,6 +209,84 @@ def fsck(
                 path.unlink(missing_ok=True)
             report.repaired.append(f"deleted {path}")
     return report
+
+
+def _replay_archives(
+    log: CommitLog, report: FsckReport, apply: Callable[[CommitRecord, Path], None]
+) -> tuple[ArchiveView | None, bool]:
+    """Replay every archived record (each archive read whole: its sha256 is checked too)."""
+    try:
+        view = log.archives()
+    except CorruptStoreError as exc:
+        report.add("error", log.dir / ARCHIVE_INDEX, str(exc))
+        return None, False
+    for archive in view.archives:
+        path = view.path(archive)
+        try:
+            for record in read_archive(path, archive, archive.first, archive.last):
+                apply(record, path)
+        except ArchiveGone:
+            report.add(
+                "error",
+                path,
+                f"log archive is missing (the index lists it for records {archive.first}..{archive.last})",
+            )
+            return view, False
+        except CorruptStoreError as exc:
+            report.add("error", path, str(exc))
+            return view, False
+    return view, True
+
+
+def _missing_record(
+    log: CommitLog, view: ArchiveView | None, seq: int, found: int | None
+) -> tuple[Literal["error"], Path, str] | None:
+    """The finding for record ``seq`` missing (``found``: the next record file, None to look)."""
+    names = os.listdir(log.dir)
+    later = [int(m.group(1)) for n in names if (m := _RECORD_RE.match(n)) and int(m.group(1)) > seq]
+    found = found if found is not None else min(later, default=None)
+    if view is not None and view.identity is None and any(ARCHIVE_RE.match(n) for n in names):
+        upto = f"{found - 1}" if found is not None else "the newest"
+        return (
+            "error",
+            log.dir / ARCHIVE_INDEX,
+            f"log archive index is missing; records {seq}..{upto} are in archives nothing lists",
+        )
+    if found is None:
+        return None
+    return "error", log.path(seq), f"commit record {seq} is missing; records {found}.. are unreachable"
+
+
+def _log_leftovers(
+    log: CommitLog, view: ArchiveView, report: FsckReport, *, repair: bool, grace_s: float
+) -> None:
+    """Record files at archived seqs and unlisted archives: warnings, deleted by ``repair``."""
+    names = leftovers(view, os.listdir(log.dir))
+    for name in names:
+        path = log.dir / name
+        if ARCHIVE_RE.match(name):
+            message = "log archive no index lists (an interrupted log compaction)"
+        else:
+            try:
+                same = (
+                    log.read(int(name[:20])).model_dump()
+                    == CommitRecord.model_validate_json(path.read_bytes()).model_dump()
+                )
+            except (CorruptStoreError, ValueError, OSError):
+                same = False
+            message = (
+                "record file left by log compaction (the record is archived)"
+                if same
+                else "record file at an archived seq that is not the archived record (a stale writer's "
+                "attempt, not part of the history)"
+            )
+        report.add("warning", path, message, repairable=True)
+    if repair and names:
+        removed = remove_leftovers(log)
+        if removed is None:
+            report.add("warning", log.dir, "log compaction is running: leftovers not deleted this time")
+        else:
+            report.repaired.extend(f"deleted {log.dir / n}" for n in removed)
 
 
 def _segment_problems(store: EpisodeStore, info: SegmentInfo, *, deep: bool) -> list[str]:

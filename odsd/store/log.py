@@ -1,16 +1,17 @@
 """The commit log: numbered JSON records published with put-if-absent, plus checkpoints.
 
-Record ``_log/<seq>.json`` exists for every seq from 0 up to the watermark. A record is written
-in full under a temporary name and hard-linked into place, so concurrent writers are ordered by
-whoever links ``<seq>`` first; the loser re-reads the log and retries at the next number.
+Record ``<seq>`` exists for every seq from 0 up to the watermark: as the file
+``_log/<seq>.json``, or, once log compaction packed it, as a line of an archive
+(:mod:`odsd.store.log_archive`; the archives cover ``0..through``). A record is written in full
+under a temporary name and hard-linked into place, so concurrent writers are ordered by whoever
+links ``<seq>`` first; the loser re-reads the log and retries at the next number.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
+import logging
 import os
 import re
 import time
@@ -23,6 +24,13 @@ from pydantic import ValidationError
 from odsd.schema import Checkpoint, CommitRecord
 from odsd.store.errors import CorruptStoreError, StoreError
 from odsd.store.fsio import fsync_dir, put_if_absent, write_atomic
+from odsd.store.log_archive import ARCHIVE_INDEX, ARCHIVE_RE, ArchiveGone, ArchiveView, load_view
+from odsd.store.log_codec import decode_document as _decode
+from odsd.store.log_codec import encode_document
+
+__all__ = ["LOG_DIR", "CommitLog", "TornRecord", "checkpoint_name", "encode_document", "record_name"]
+
+log = logging.getLogger("odsd.store")
 
 LOG_DIR = "_log"
 QUARANTINE_DIR = "_quarantine"
@@ -38,40 +46,6 @@ def checkpoint_name(seq: int) -> str:
     return f"_checkpoint.{seq:020d}.json"
 
 
-def _canonical(body: dict) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-
-
-def encode_document(model: CommitRecord | Checkpoint) -> bytes:
-    """Serialize with an embedded sha256 over the canonical body, so damage is detectable.
-
-    The file is the canonical (sorted, compact) JSON itself, which keeps encoding on json's C
-    encoder: an indented dump of a 256-episode record costs ~40 ms in pure Python.
-    """
-    body = model.model_dump(mode="json")
-    body["checksum"] = ""
-    body["checksum"] = hashlib.sha256(_canonical(body)).hexdigest()
-    return _canonical(body) + b"\n"
-
-
-def _decode(path: Path, data: bytes, what: str = "record") -> dict:
-    try:
-        body = json.loads(data)
-    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        raise CorruptStoreError(f"{path}: damaged {what} (not valid JSON: {reason})") from exc
-    except RecursionError as exc:
-        raise CorruptStoreError(f"{path}: damaged {what} (nested too deeply)") from exc
-    if not isinstance(body, dict) or "checksum" not in body:
-        raise CorruptStoreError(f"{path}: damaged {what} (no checksum field)")
-    stored = body["checksum"]
-    body["checksum"] = ""
-    if hashlib.sha256(_canonical(body)).hexdigest() != stored:
-        raise CorruptStoreError(f"{path}: damaged {what} (checksum mismatch)")
-    body["checksum"] = stored
-    return body
-
-
 @dataclass(frozen=True)
 class TornRecord:
     """A damaged record with no valid record after it: not yet part of the store's history."""
@@ -82,19 +56,62 @@ class TornRecord:
 
 
 class CommitLog:
-    """Read and publish the records under ``<store>/_log``."""
+    """Read and publish the records under ``<store>/_log`` (files and archives alike)."""
 
     def __init__(self, root: Path, *, durable: bool = True) -> None:
         self.dir = root / LOG_DIR
         self.durable = durable
+        self._view: ArchiveView | None = None
+        self.stale_publications = 0
+        """Records this handle linked at a seq already archived, and took back (see :meth:`publish`)."""
 
     def path(self, seq: int) -> Path:
+        """The file of record ``seq`` (which may be archived instead: see :meth:`where`)."""
         return self.dir / record_name(seq)
 
+    def where(self, seq: int) -> Path:
+        """The file that holds record ``seq`` as last seen: its archive, or its own file."""
+        view = self._view
+        archive = view.archive_for(seq) if view is not None else None
+        return view.path(archive) if view is not None and archive is not None else self.path(seq)
+
+    def archives(self) -> ArchiveView:
+        """The archive index now (re-read only when the file changed)."""
+        self._view = load_view(self.dir, self._view)
+        return self._view
+
     def exists(self, seq: int) -> bool:
-        return self.path(seq).exists()
+        # The file first, then the index: an archiver publishes the index before it deletes files.
+        return self.path(seq).exists() or seq <= self.archives().through
 
     def read(self, seq: int) -> CommitRecord:
+        view = self.archives()
+        if seq <= view.through:
+            return self._read_archived(seq, view)
+        try:
+            record = self._read_file(seq)
+        except CorruptStoreError:
+            if seq > self.archives().through:
+                raise
+            return self._read_archived(seq, self.archives())  # archived (and deleted) meanwhile
+        if seq <= self.archives().through:
+            return self._read_archived(seq, self.archives())  # the archive is the history
+        return record
+
+    def _read_archived(self, seq: int, view: ArchiveView) -> CommitRecord:
+        for _ in range(100):
+            try:
+                return next(view.records(seq, seq))
+            except ArchiveGone:
+                newer = self.archives()
+                if newer is view:
+                    break
+                view = newer
+        archive = view.archive_for(seq)
+        assert archive is not None
+        raise CorruptStoreError(str(ArchiveGone(view.path(archive), archive)))
+
+    def _read_file(self, seq: int) -> CommitRecord:
         path = self.path(seq)
         try:
             data = path.read_bytes()
@@ -120,29 +137,105 @@ class CommitLog:
         """Records ``after+1 ..`` while they exist (up to ``until``), and a torn trailing record if any.
 
         A damaged record followed by a present record is corruption of history and raises.
+        Archived records come from their archive. Records read from files are kept only if the
+        archive index, read again afterwards, does not cover them (else they are read again from
+        the archive): a file at an archived seq may be a stale writer's, never the history.
         """
+        for _ in range(100):
+            view = self.archives()
+            try:
+                records, torn, files_from = self._read_tail(view, after, until)
+            except (CorruptStoreError, ArchiveGone) as exc:
+                if self.archives() is not view:
+                    continue  # archived or merged while reading: read again
+                if isinstance(exc, ArchiveGone):
+                    raise CorruptStoreError(str(exc)) from exc
+                raise
+            if files_from is not None and self.archives() is not view and self._view.through >= files_from:
+                continue
+            return records, torn
+        raise StoreError(f"{self.dir}: the log archives kept changing while reading")  # pragma: no cover
+
+    def _read_tail(
+        self, view: ArchiveView, after: int, until: int | None
+    ) -> tuple[list[CommitRecord], TornRecord | None, int | None]:
         records: list[CommitRecord] = []
         seq = after + 1
-        while (until is None or seq <= until) and self.exists(seq):
+        if seq <= view.through:
+            stop = view.through if until is None else min(until, view.through)
+            records.extend(view.records(seq, stop))
+            seq = stop + 1
+        if until is not None and seq > until:
+            return records, None, None
+        files_from = seq
+        while (until is None or seq <= until) and self.path(seq).exists():
             try:
-                records.append(self.read(seq))
+                records.append(self._read_file(seq))
             except CorruptStoreError as exc:
-                if self.exists(seq + 1):
+                if self.path(seq + 1).exists():
                     raise
-                return records, TornRecord(seq, self.path(seq), str(exc))
+                return records, TornRecord(seq, self.path(seq), str(exc)), files_from
             seq += 1
-        # A hole in the history (a later record exists, this one does not) is corruption: stopping
-        # here would hide the later records and let the next writer fill the hole. Records are
-        # only published at watermark + 1, so once seq + 1 exists, seq must exist too (re-checked
-        # after seeing seq + 1, in case both were published in between).
-        if (until is None or seq <= until) and self.exists(seq + 1) and not self.exists(seq):
-            raise CorruptStoreError(f"{self.path(seq)}: commit record is missing but record {seq + 1} exists")
-        return records, None
+        if until is None or seq <= until:
+            # A hole in the history (a later record exists, this one does not) is corruption:
+            # stopping here would hide the later records and let the next writer fill the hole.
+            # Records are only published at watermark + 1, so once seq + 1 exists, seq must exist
+            # too (re-checked after seeing seq + 1, in case both were published in between).
+            if self.path(seq + 1).exists() and not self.path(seq).exists():
+                raise CorruptStoreError(
+                    f"{self.path(seq)}: commit record is missing but record {seq + 1} exists"
+                )
+            if seq == files_from == view.through + 1:
+                self._check_no_gap(seq, view)
+        return records, None, files_from
+
+    def _check_no_gap(self, seq: int, view: ArchiveView) -> None:
+        """Record ``seq`` is neither archived nor a file: no later record file may exist either.
+
+        Checked where reading starts right after the archives (or at 0), which is where a lost
+        archive index (or lost first records) would otherwise read as a shorter history.
+        """
+        names = self._names()
+        later = [int(m.group(1)) for n in names if (m := _RECORD_RE.match(n)) and int(m.group(1)) > seq]
+        if view.identity is None and any(ARCHIVE_RE.match(n) for n in names):
+            upto = min(later) - 1 if later else "the newest"
+            raise CorruptStoreError(
+                f"{self.dir / ARCHIVE_INDEX}: log archive index is missing; records {seq}..{upto} "
+                "are in archives nothing lists"
+            )
+        if not later:
+            return
+        raise CorruptStoreError(f"{self.path(seq)}: commit record is missing but record {min(later)} exists")
 
     def publish(self, record: CommitRecord) -> bool:
-        """Put ``record`` at its seq if that number is free; False when another writer took it."""
+        """Put ``record`` at its seq if that number is free; False when another writer took it.
+
+        A writer that read the log before log compaction archived ``record.seq`` and deleted its
+        file (a stale writer) finds the name free and links it: after linking, a covering archive
+        is looked for, and if one holds another record at this seq, the link is taken back and
+        False returned, so the writer re-reads the log and retries at the next seq. The archiver
+        publishes the index before deleting any file, so an archive covering the seq is visible
+        whenever its file could be missing (docs/store.md, "Log compaction").
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
-        return put_if_absent(self.path(record.seq), encode_document(record), durable=self.durable)
+        path = self.path(record.seq)
+        data = encode_document(record)
+        if not put_if_absent(path, data, durable=self.durable):
+            return False
+        view = self.archives()
+        if record.seq > view.through:
+            return True
+        archived = self._read_archived(record.seq, view)
+        if (archived.writer_id, archived.writer_seq) == (record.writer_id, record.writer_seq):
+            return True  # this very record was linked, then archived
+        self.stale_publications += 1
+        with contextlib.suppress(FileNotFoundError):
+            if path.read_bytes() == data:
+                os.unlink(path)
+                if self.durable:
+                    fsync_dir(self.dir)
+        log.info("%s: seq %d was archived after this writer read the log; retrying", path, record.seq)
+        return False
 
     def _names(self) -> list[str]:
         try:
@@ -153,6 +246,7 @@ class CommitLog:
             raise CorruptStoreError(f"{self.dir}: commit log is not a directory") from exc
 
     def record_seqs(self) -> list[int]:
+        """Seqs of the record *files* (archived records are not among them)."""
         return sorted(int(m.group(1)) for name in self._names() if (m := _RECORD_RE.match(name)))
 
     def checkpoint_seqs(self) -> list[int]:

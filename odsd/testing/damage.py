@@ -34,6 +34,8 @@ from typing import Any
 
 from odsd.store import EpisodeStore
 from odsd.store.log import LOG_DIR, checkpoint_name, record_name
+from odsd.store.log_archive import ARCHIVE_INDEX
+from odsd.store.log_compaction import compact_log
 from odsd.testing.store import TINY_FEATURES, FeaturesLike, make_episode
 
 DAMAGED_COMMIT = 1
@@ -216,6 +218,48 @@ def flipped_checkpoint(root: Path) -> Damage:
     return Damage("flipped_checkpoint", path, readers_refuse=False, inspect_detects=False)
 
 
+def _archived(root: Path) -> Path:
+    """Pack every record but the newest into one log archive (the damaged commit among them)."""
+    store = EpisodeStore.open(root)
+    compact_log(store.log, keep_records=1, min_records=1)
+    (archive,) = store.log.archives().archives
+    return root / LOG_DIR / archive.name
+
+
+def archive_flipped(root: Path) -> Damage:
+    """A byte flipped inside a log archive (the records it holds are the history)."""
+    path = _archived(root)
+    _flip(path)
+    return Damage("archive_flipped", path)
+
+
+def archive_truncated(root: Path) -> Damage:
+    path = _archived(root)
+    path.write_bytes(path.read_bytes()[:-7])
+    return Damage("archive_truncated", path)
+
+
+def archive_missing(root: Path) -> Damage:
+    path = _archived(root)
+    path.unlink()
+    return Damage("archive_missing", path)
+
+
+def archive_index_flipped(root: Path) -> Damage:
+    _archived(root)
+    path = root / LOG_DIR / ARCHIVE_INDEX
+    _flip(path)
+    return Damage("archive_index_flipped", path)
+
+
+def archive_index_deleted(root: Path) -> Damage:
+    """Without the index the archived records are unreachable: the store must not read as shorter."""
+    _archived(root)
+    path = root / LOG_DIR / ARCHIVE_INDEX
+    path.unlink()
+    return Damage("archive_index_deleted", path)
+
+
 def deleted_log(root: Path) -> Damage:
     path = root / LOG_DIR
     shutil.rmtree(path)
@@ -277,6 +321,11 @@ DAMAGES: dict[str, Callable[[Path], Damage]] = {
         flipped_record,
         torn_tail,
         flipped_checkpoint,
+        archive_flipped,
+        archive_truncated,
+        archive_missing,
+        archive_index_flipped,
+        archive_index_deleted,
         deleted_log,
         record_path_dotdot,
         record_path_absolute,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from odsd.collect.auto_compact import AutoCompactor, entries_per_segment, file_bound
+from odsd.collect.auto_compact import AutoCompactor, entries_per_segment, file_bound, log_bound
 from odsd.collect.config import CompactionConfig, load_config
 from odsd.errors import ConfigError
 from odsd.store import EpisodeStore, fsck
@@ -61,7 +61,13 @@ def collect(store: Path, *sets: str) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-SMALL = ("compaction.min_segments=4", "compaction.vacuum_grace_s=0")
+SMALL = (
+    "compaction.min_segments=4",
+    "compaction.vacuum_grace_s=0",
+    "compaction.log_keep_records=4",
+    "compaction.log_min_records=4",
+    "compaction.log_max_archives=2",
+)
 
 
 def test_cli_collect_with_auto_compaction_bounds_files_and_keeps_data(tmp_path: Path) -> None:
@@ -72,6 +78,9 @@ def test_cli_collect_with_auto_compaction_bounds_files_and_keeps_data(tmp_path: 
 
     # With auto-compaction the store holds at most the bound; without it, one segment per commit.
     assert count_entries(on) <= file_bound(on, config)
+    log_names = os.listdir(on / "_log")
+    assert sum(n[0].isdigit() for n in log_names) <= log_bound(config), sorted(log_names)
+    assert 1 <= sum(n.startswith("_archive.") for n in log_names) <= config.log_max_archives
     # The bound allows for segments of the last grace + 10 s still waiting for deletion: measure
     # the store without compaction once none of its records is that recent.
     newest = max(p.stat().st_mtime for p in (off / "_log").glob("*.json"))
@@ -99,6 +108,47 @@ def test_cli_collect_with_auto_compaction_bounds_files_and_keeps_data(tmp_path: 
             np.testing.assert_array_equal(ea[name], eb[name], err_msg=f"episode {episode_id} {name}")
     report = fsck(EpisodeStore.open(on))
     assert report.ok and not [f for f in report.findings if f.severity == "error"]
+
+
+def test_log_files_stay_bounded_however_many_commits(tmp_path: Path) -> None:
+    """The bound has no per-commit term: the log's files stay below it commit after commit."""
+    root = _store(tmp_path)
+    store = EpisodeStore.open(root, index=False)
+    writer = store.writer(writer_id="w")
+    config = CompactionConfig(
+        min_segments=2,
+        max_segments_per_pass=4,
+        vacuum_grace_s=0,
+        log_keep_records=3,
+        log_min_records=5,
+        log_max_archives=3,
+    )
+    compactor = AutoCompactor(store, config, writer_id="w")
+    most = 0
+    for wseq in range(150):
+        _commit(writer, compactor, wseq)
+        log_entries = len(os.listdir(root / "_log"))
+        most = max(most, log_entries)
+        assert log_entries <= log_bound(config) + config.keep_checkpoints
+        assert count_entries(root) <= file_bound(root, config)
+    assert store.watermark > 150 and compactor.log_passes >= 20
+    assert most <= 3 + 5 + 3 + 3 + 2 + 3, most  # no term grows with the 190 records
+    final = EpisodeStore.open(root)
+    assert [int(i) for i in final.snapshot().episode_ids] == list(range(450))
+    check_snapshot(final.snapshot())
+    assert fsck(final).ok
+
+
+def test_log_compaction_off_switch(tmp_path: Path) -> None:
+    root = _store(tmp_path)
+    store = EpisodeStore.open(root, index=False)
+    writer = store.writer(writer_id="w")
+    compactor = AutoCompactor(
+        store, CompactionConfig(enabled=False, log_keep_records=1, log_min_records=1), writer_id="w"
+    )
+    for wseq in range(10):
+        _commit(writer, compactor, wseq)
+    assert compactor.log_passes == 0 and not (root / "_log" / "_archives.json").exists()
 
 
 def test_compaction_config_keys_and_off_switch() -> None:
