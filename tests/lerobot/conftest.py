@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,21 @@ if "HF_DATASETS_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, _cache, True)
 
 from lerobot_helpers import build_camera_store, build_store
+
+
+@pytest.fixture(autouse=True)
+def _no_half_loaded_torchcodec() -> Iterator[None]:
+    """LeRobot probes torchcodec when it opens a video dataset; where torchcodec cannot load (no
+    system FFmpeg libraries, as here) the probe can leave a half-initialized ``torchcodec`` in
+    ``sys.modules``, and ``datasets`` then fails on ``import torchcodec.decoders`` in every later
+    test of the process. Drop such leftovers so tests do not depend on their order."""
+    yield
+    if "torchcodec" in sys.modules:
+        try:
+            importlib.import_module("torchcodec.decoders")
+        except (ImportError, OSError, RuntimeError):
+            for name in [m for m in sys.modules if m == "torchcodec" or m.startswith("torchcodec.")]:
+                del sys.modules[name]
 
 
 @pytest.fixture
