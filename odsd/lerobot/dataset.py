@@ -199,9 +199,14 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self._snap: Snapshot | None = None
         self._view: View | None = None
         self._frames: CameraFrames | None = None
-        self._load(self._store.snapshot(watermark))
+        self._load(self._pin(watermark))
 
     # -- building -----------------------------------------------------------------------------
+
+    def _pin(self, watermark: int | None) -> Snapshot:
+        """A snapshot of the store; with cameras it holds a reader lease, since frames are read
+        lazily for as long as the dataset lives and vacuum must not delete them meanwhile."""
+        return self._store.snapshot(watermark, lease=bool(self.camera_keys))
 
     def _window(self) -> tuple[int, int]:
         if not self.delta_indices:
@@ -446,9 +451,12 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self._ensure()
         assert self._snap is not None and self._view is not None
         before = self._view.num_frames
-        snap = self._snap.refresh()
-        if snap.watermark != self._snap.watermark or recompute_stats:
+        old, snap = self._snap, self._snap.refresh()
+        if snap.watermark != old.watermark or recompute_stats:
             self._load(snap, previous=self._view, recompute_stats=recompute_stats)
+            old.close()  # its lease (if any): the new snapshot holds one of its own
+        else:
+            snap.close()
         return self._view.num_frames - before
 
     def _ensure(self) -> None:
@@ -458,7 +466,9 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
                 self._frames.cache.clear()  # decoded frames are never inherited
             self._store = EpisodeStore.open(self.root, durability="process")
             if self._snap is not None:
-                self._snap = self._store.snapshot(self._snap.watermark)
+                self._snap = self._pin(self._snap.watermark)
+        elif self._snap is not None:
+            self._snap.keep_alive()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -482,7 +492,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self.__dict__.update(state)
         self._pid = os.getpid()
         self._store = EpisodeStore.open(self.root, durability="process")
-        self._load(self._store.snapshot(self._pinned))
+        self._load(self._pin(self._pinned))
 
     def __repr__(self) -> str:
         return (

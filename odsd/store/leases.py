@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,7 +66,13 @@ class LeaseHandle:
         self.watermark = watermark
         self.renew()
 
+    def renew_if_due(self) -> None:
+        """Renew once half the time to live has passed since the last renewal (cheap to call often)."""
+        if time.monotonic() - self._renewed >= self.ttl_s / 2:
+            self.renew()
+
     def renew(self) -> None:
+        self._renewed = time.monotonic()
         expires = (datetime.now(UTC) + timedelta(seconds=self.ttl_s)).isoformat()
         lease = ReaderLease(
             lease_id=self.path.stem,

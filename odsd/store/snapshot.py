@@ -230,6 +230,15 @@ class Snapshot:
             new.column(field)
         return new
 
+    def keep_alive(self) -> None:
+        """Renew this snapshot's reader lease when it is due (a no-op for a snapshot without one).
+
+        A lease expires after its time to live even while its process lives; a reader that holds
+        a snapshot for longer (reading frames lazily during a long training run) calls this often.
+        """
+        if self._lease is not None:
+            self._lease.renew_if_due()
+
     def close(self) -> None:
         if self._lease is not None:
             self._lease.release()

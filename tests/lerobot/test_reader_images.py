@@ -223,3 +223,24 @@ def test_act_with_a_camera_trains_from_the_reader_through_workers(tmp_path: Path
     loader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2)
     losses = train_act_with_camera(ds.meta, loader, steps=4)
     assert len(losses) == 4
+
+
+def test_a_camera_reader_holds_one_reader_lease_while_it_lives(tmp_path) -> None:
+    """Frames are read lazily, so the reader pins its snapshot with a lease (one, also after refresh)."""
+    from odsd.store.leases import active_leases
+
+    store = build_camera_store(tmp_path / "cams", seed=1)
+    ds = OdsdLeRobotDataset(store)
+    leases = active_leases(store.root)
+    assert [lease.watermark for lease in leases] == [ds.watermark]
+    ds.refresh()
+    assert len(active_leases(store.root)) == 1
+    ds.snapshot.close()
+    assert active_leases(store.root) == []
+
+
+def test_a_reader_without_cameras_takes_no_lease(small_store) -> None:
+    from odsd.store.leases import active_leases
+
+    OdsdLeRobotDataset(small_store)
+    assert active_leases(small_store.root) == []

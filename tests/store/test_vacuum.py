@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -196,3 +197,19 @@ def test_lease_counts_while_its_reader_holds_it_not_while_its_pid_lives(
     path.write_text(json.dumps(reused))
     assert active_leases(store.root) == []
     assert sorted(vacuum(store, grace_s=0).deleted) == sorted(dead)
+
+
+def test_a_lease_is_renewed_once_half_its_time_to_live_has_passed(tmp_path, monkeypatch) -> None:
+    from odsd.store import leases as leases_module
+
+    store = EpisodeStore.create(tmp_path / "s", features={"x": {"dtype": "float32"}}, fps=10)
+    handle = leases_module.LeaseHandle(store.root, 0, ttl_s=100.0)
+    first = json.loads(handle.path.read_text())["expires"]
+    now = time.monotonic()
+    monkeypatch.setattr(leases_module.time, "monotonic", lambda: now + 10.0)
+    handle.renew_if_due()
+    assert json.loads(handle.path.read_text())["expires"] == first  # not due yet
+    monkeypatch.setattr(leases_module.time, "monotonic", lambda: now + 60.0)
+    handle.renew_if_due()
+    assert json.loads(handle.path.read_text())["expires"] > first
+    handle.release()
