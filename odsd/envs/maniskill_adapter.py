@@ -188,7 +188,10 @@ class ManiSkillVecEnv(EpisodeFlagsMixin):
         rows = ids.to(dev)
         for name, value in obs.items():
             key = self._camera_source.get(name, name)
-            self._obs[key][rows] = value.to(dev, self._obs[key].dtype)
+            buffer, value = self._obs[key], value.to(dev, self._obs[key].dtype)
+            if buffer.dtype == torch.uint16:  # torch has no uint16 index_put: write its int16 view
+                buffer, value = buffer.view(torch.int16), value.view(torch.int16)
+            buffer[rows] = value
 
     def _observe(self) -> Obs:
         return {k: v.clone() for k, v in self._obs.items()}
