@@ -6,6 +6,7 @@
     python bench/results.py                          # the numbers in docs/results.md (tens of minutes)
     python bench/results.py --stages dagger_bc --seeds 0 1 2 --jobs 2
     python bench/results.py --stages fetch --fetch-iterations 4
+    python bench/results.py --stages dagger_bc --task maniskill:PickCube-v1 --num-envs 2 --eval-num-envs 2
     python bench/results.py --stages dagger_bc --seeds 0 1 --iterations 5 \
         --task-kwargs '{"grasp_tol_xy": 0.005}' --mixing episode --hidden 64   # a variant
 
@@ -301,7 +302,9 @@ def bc_run(setup: Setup, seed: int, work: Path, budgets: list[int], log=print) -
     store_path = expert_demo_store(setup, seed, work, max(budgets))
     collect_s = time.monotonic() - t_start
     snap = EpisodeStore.open(store_path).snapshot()
-    spec = make_env(setup.task, num_envs=1, seed=0, **setup.task_kwargs).spec
+    probe = make_env(setup.task, num_envs=1, seed=0, **setup.task_kwargs)
+    spec = probe.spec
+    probe.close()
     policies = store_path / "policies"
     rows = []
     for budget in budgets:
@@ -655,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes-per-iteration", type=int, default=None)
     ap.add_argument("--eval-episodes", type=int, default=None)
     ap.add_argument("--task", default=None, help="task for dagger_bc (default: pick_place)")
+    ap.add_argument("--num-envs", type=int, default=None, help="env rows of the collectors (default 16)")
+    ap.add_argument("--eval-num-envs", type=int, default=None, help="env rows of an evaluation (default 25)")
     ap.add_argument("--task-kwargs", type=json.loads, default=None)
     ap.add_argument("--expert", default=None, help="expert name for dagger_bc (default: the task's planner)")
     ap.add_argument("--beta-decay", type=float, default=None, help="beta = decay^k (0: expert only at k=0)")
@@ -690,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
             "episodes_per_iteration": args.episodes_per_iteration,
             "eval_episodes": args.eval_episodes,
             "task": args.task,
+            "num_envs": args.num_envs,
+            "eval_num_envs": args.eval_num_envs,
             "task_kwargs": args.task_kwargs,
             "expert": args.expert,
             "beta_decay": args.beta_decay,
