@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from collect_helpers import CameraToyEnv, ToyExpert, toy_frame
 
 from odsd.collect import CollectConfig, Collector
@@ -45,7 +46,9 @@ def test_lossless_frames_round_trip_bit_exactly(tmp_path, encoding) -> None:
     store = collect(tmp_path, image_encoding={"cam": encoding} if encoding else {})
     feature = store.manifest.features[CAM]
     assert feature.kind == "image" and feature.dtype == "uint8" and list(feature.shape) == [6, 10, 3]
-    assert feature.encoding is not None and feature.encoding.codec == (encoding or DEFAULT_IMAGE_ENCODING.codec)
+    assert feature.encoding is not None and feature.encoding.codec == (
+        encoding or DEFAULT_IMAGE_ENCODING.codec
+    )
     assert store.snapshot().num_episodes == 20
     assert assert_frames_are_the_envs(store) > 20
 
@@ -78,3 +81,20 @@ def test_resuming_with_another_encoding_is_refused(tmp_path) -> None:
     collect(tmp_path, image_encoding={"cam": "png"})
     with pytest.raises(SchemaMismatchError, match=r"observation\.images\.cam.*qoi"):
         collect(tmp_path, image_encoding={"cam": "qoi"})
+
+
+def test_collected_frames_reach_the_lerobot_reader_bit_exactly(tmp_path) -> None:
+    """collector → store → ``OdsdLeRobotDataset``: every item's image is the env's frame, as LeRobot scales it."""
+    from odsd.lerobot import OdsdLeRobotDataset
+
+    store = collect(tmp_path)
+    raw = OdsdLeRobotDataset(store, label="expert", camera_format="uint8_hwc")
+    scaled = OdsdLeRobotDataset(store, label="expert")
+    assert len(raw) == len(scaled) > 0
+    for i in range(len(raw)):
+        item = raw[i]
+        row, episode, step = (int(v) for v in item["observation.state"][:3])
+        expected = toy_frame(row, episode, step)
+        np.testing.assert_array_equal(item[CAM].numpy(), expected, err_msg=f"item {i}")
+        chw = torch.from_numpy(expected).permute(2, 0, 1).float() / 255
+        torch.testing.assert_close(scaled[i][CAM], chw, rtol=0, atol=0)
