@@ -96,6 +96,16 @@ def count_entries(root: Path) -> int:
     return total
 
 
+def log_files(store: Path) -> tuple[int, int]:
+    """(commit record files, log archives) under ``_log/`` (log compaction bounds both)."""
+    try:
+        names = os.listdir(store / "_log")
+    except OSError:
+        return 0, 0
+    records = sum(1 for n in names if n.endswith(".json") and n[:1].isdigit())
+    return records, sum(1 for n in names if n.startswith("_archive.") and n.endswith(".jsonl"))
+
+
 def slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
     """Least-squares slope of (seconds, MB) samples, in MB per minute."""
     if len(samples) < 2:
@@ -177,12 +187,15 @@ def main(argv: list[str] | None = None) -> int:
             writer = writer or writer_pid(proc.pid)
             entries = count_entries(store) if store.exists() else 0
             bound = _bound(store, args.sets)[0] if (store / "odsd.json").exists() else None
+            records, archives = log_files(store)
             sample = {
                 "t_s": round(now - started, 1),
                 "collector_mb": rss_mb(proc.pid),
                 "writer_mb": rss_mb(writer) if writer else None,
                 "store_entries": entries,
                 "entries_bound": bound,
+                "log_records": records,
+                "log_archives": archives,
             }
             if sample["collector_mb"] is not None:
                 samples.append(sample)
@@ -191,11 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     final = next((json.loads(line) for line in reversed(tail) if line.startswith("{")), None)
     bound, settings = _bound(store, args.sets) if (store / "odsd.json").exists() else (None, {})
 
-    print(f"\n{'t/s':>6} {'collector MB':>13} {'writer MB':>10} {'store entries':>14} {'bound':>8}")
+    print(
+        f"\n{'t/s':>6} {'collector MB':>13} {'writer MB':>10} {'store entries':>14} {'bound':>8}"
+        f" {'records':>8} {'archives':>8}"
+    )
     for s in samples:
         wmb = "-" if s["writer_mb"] is None else f"{s['writer_mb']:.1f}"
         b = "-" if s["entries_bound"] is None else str(s["entries_bound"])
-        print(f"{s['t_s']:>6.0f} {s['collector_mb']:>13.1f} {wmb:>10} {s['store_entries']:>14} {b:>8}")
+        print(
+            f"{s['t_s']:>6.0f} {s['collector_mb']:>13.1f} {wmb:>10} {s['store_entries']:>14} {b:>8}"
+            f" {s['log_records']:>8} {s['log_archives']:>8}"
+        )
     late = [s for s in samples if s["t_s"] >= args.warmup]
     slopes = {
         name: slope_mb_per_min([(s["t_s"], s[key]) for s in late if s[key] is not None])

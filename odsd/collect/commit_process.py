@@ -247,9 +247,11 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        from odsd.collect.auto_compact import AutoCompactor
+        from odsd.collect.auto_compact import AutoCompactor, bound_native_heap
         from odsd.collect.config import CompactionConfig
         from odsd.store import EpisodeStore
+
+        bound_native_heap()  # before the first batch: freed arrays go back to the OS (docs/performance.md)
 
         # Without the episode index: the writer's memory does not grow with the store.
         writer = EpisodeStore.open(store_root, index=False).writer(run_id=run_id, writer_id=writer_id)

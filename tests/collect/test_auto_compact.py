@@ -280,3 +280,35 @@ def test_sigkill_during_auto_compaction_loses_nothing(tmp_path: Path) -> None:
     repaired = fsck(EpisodeStore.open(root), repair=True, grace_s=0)
     assert repaired.ok
     check_snapshot(EpisodeStore.open(root).snapshot())
+
+
+# -- the writer's native heap ---------------------------------------------------------------------
+
+_HEAP_PROBE = """
+import ctypes, sys
+import numpy as np
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"
+    )]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "bound":
+    from odsd.collect.auto_compact import bound_native_heap
+    assert bound_native_heap()
+big = np.ones(24 << 20, np.uint8)  # a shard's worth, freed: glibc raises its dynamic mmap threshold
+del big
+commit = np.ones(4 << 20, np.uint8)  # a commit's array after it
+print(int(libc.mallinfo2().hblkhd >= commit.nbytes))  # in its own mapping (returned when freed)?
+"""
+
+
+def test_bound_native_heap_keeps_freed_arrays_out_of_the_heap() -> None:
+    """After a pass frees a shard-sized array, a commit-sized one must still be mapped, not heap."""
+    run = [sys.executable, "-c", _HEAP_PROBE]
+    plain = subprocess.run([*run, "plain"], capture_output=True, text=True, check=True)
+    bound = subprocess.run([*run, "bound"], capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "0", "glibc's dynamic threshold no longer applies: the probe shows nothing"
+    assert bound.stdout.strip() == "1", bound.stdout + bound.stderr
