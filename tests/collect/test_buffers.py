@@ -120,7 +120,11 @@ def test_the_writer_queue_is_bounded_in_bytes(tmp_path) -> None:
     env = ToyVecEnv(4)
     slot = env.spec.max_episode_steps * frame_nbytes(_recorded(env))
     cfg = CollectConfig(
-        mode="expert_demo", task="toy", store=tmp_path / "s", durability="process", commit_queue_bytes=10 * 4 * slot
+        mode="expert_demo",
+        task="toy",
+        store=tmp_path / "s",
+        durability="process",
+        commit_queue_bytes=10 * 4 * slot,
     )
     assert Collector(cfg, env=env, expert=ToyExpert())._queue_size() == 10  # batches of 4 spare episodes
     cfg = cfg.model_copy(update={"commit_queue_bytes": 1})
