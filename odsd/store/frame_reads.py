@@ -24,17 +24,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numcodecs
 import numpy as np
 
 from odsd.schema import FeatureSpec, SegmentInfo
 from odsd.store.errors import CorruptStoreError, StoreError
 from odsd.store.image_arrays import decode_chunks, index_nbytes, shard_index
-from odsd.store.layout import ArrayLayout, checked_layouts, chunk_ok, read_plain, read_verified
+from odsd.store.layout import ArrayLayout, checked_layouts, read_chunk, read_verified
 
 CACHE_FIELDS = 512
 """Checked (segment, field) layouts and their shard indexes kept per process (least recently used go)."""
-_ZSTD = numcodecs.Zstd()
 
 
 @dataclass
@@ -165,22 +163,8 @@ def _read_plain(layout: ArrayLayout, frames: np.ndarray, out: np.ndarray) -> Non
     row = int(np.prod(layout.shape[1:], dtype=np.int64)) * layout.dtype.itemsize
     chunk_ids = frames // layout.chunk_frames
     for c in np.unique(chunk_ids):
-        path = layout.chunks[int(c)]
-        try:
-            data = read_plain(path)
-        except OSError as exc:
-            raise CorruptStoreError(f"{path}: cannot read chunk ({exc.strerror})") from exc
-        if not chunk_ok(data):
-            raise CorruptStoreError(f"{path}: damaged chunk (crc32c mismatch)")
-        try:
-            raw = _ZSTD.decode(memoryview(data)[:-4])
-        except Exception as exc:
-            raise CorruptStoreError(f"{path}: damaged chunk (cannot decompress: {exc})") from exc
+        raw = read_chunk(layout.chunks[int(c)], layout.chunk_frames * row)
         held = layout.frames_in(int(c))
-        if len(raw) != layout.chunk_frames * row:
-            raise CorruptStoreError(
-                f"{path}: chunk holds {len(raw)} bytes, the committed layout {layout.chunk_frames * row}"
-            )
         values = np.frombuffer(raw, dtype=layout.dtype, count=held * (row // layout.dtype.itemsize))
         values = values.reshape(held, *layout.shape[1:])
         pick = chunk_ids == c

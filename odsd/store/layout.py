@@ -333,12 +333,6 @@ def _chunk_ok(data: bytes) -> bool:
     return len(data) >= 4 and crc32c.crc32c(memoryview(data)[:-4]) == int.from_bytes(data[-4:], "little")
 
 
-chunk_ok = _chunk_ok
-"""Whether a zstd chunk file's trailing crc32c holds."""
-read_plain = _read_plain
-"""A committed file's bytes, refusing symbolic links."""
-
-
 def decode_array(layout: ArrayLayout) -> np.ndarray:
     """The array's values, decoded from its chunk files with the committed layout.
 
@@ -392,24 +386,28 @@ def _decode_plain(layout: ArrayLayout) -> np.ndarray:
     for i, path in enumerate(layout.chunks):
         if path in layout.missing:
             continue
-        try:
-            data = _read_plain(path)
-        except OSError as exc:
-            raise CorruptStoreError(f"{path}: cannot read chunk ({exc.strerror})") from exc
-        if not _chunk_ok(data):
-            raise CorruptStoreError(f"{path}: damaged chunk (crc32c mismatch)")
-        try:
-            raw = _ZSTD.decode(memoryview(data)[:-4])
-        except Exception as exc:
-            raise CorruptStoreError(f"{path}: damaged chunk (cannot decompress: {exc})") from exc
-        if len(raw) != chunk_bytes:
-            raise CorruptStoreError(
-                f"{path}: chunk holds {len(raw)} bytes, the committed layout {chunk_bytes}"
-            )
+        raw = read_chunk(path, chunk_bytes)
         lo = i * layout.chunk_frames * row
         hi = min(flat.size, lo + chunk_bytes)
         flat[lo:hi] = np.frombuffer(raw, dtype=np.uint8, count=hi - lo)
     return out
+
+
+def read_chunk(path: str, nbytes: int) -> bytes:
+    """The decompressed bytes of one committed bytes→zstd→crc32c chunk, checked to be ``nbytes`` long."""
+    try:
+        data = _read_plain(path)
+    except OSError as exc:
+        raise CorruptStoreError(f"{path}: cannot read chunk ({exc.strerror})") from exc
+    if not _chunk_ok(data):
+        raise CorruptStoreError(f"{path}: damaged chunk (crc32c mismatch)")
+    try:
+        raw = _ZSTD.decode(memoryview(data)[:-4])
+    except Exception as exc:
+        raise CorruptStoreError(f"{path}: damaged chunk (cannot decompress: {exc})") from exc
+    if len(raw) != nbytes:
+        raise CorruptStoreError(f"{path}: chunk holds {len(raw)} bytes, the committed layout {nbytes}")
+    return raw
 
 
 def checked_layouts(
