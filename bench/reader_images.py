@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,9 @@ os.environ.setdefault("SVT_LOG", "1")
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reader import loader_rate, rate  # bench/reader.py: the same timing loops
 
 DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
@@ -82,28 +86,6 @@ def build_store(root: Path, episodes: int, *, size: int = 96, cameras: int = 2, 
     if batch:
         writer.commit(batch)
     return store
-
-
-def rate(fn, n_per_call: int, seconds: float) -> float:
-    fn()  # warm
-    t0 = time.perf_counter()
-    done = 0
-    while time.perf_counter() - t0 < seconds:
-        fn()
-        done += n_per_call
-    return done / (time.perf_counter() - t0)
-
-
-def loader_rate(loader, n_per_batch: int, seconds: float) -> float:
-    it = iter(loader)
-    next(it)
-    t0 = time.perf_counter()
-    done = 0
-    for _ in it:
-        done += n_per_batch
-        if time.perf_counter() - t0 > seconds:
-            break
-    return done / (time.perf_counter() - t0)
 
 
 def measure_reader(store, export_dir: Path, *, seconds: float = 3.0, batch: int = 64) -> dict[str, float]:
