@@ -155,7 +155,9 @@ class Collector:
         recorded = {k: v for k, v in self.features.items() if k not in DERIVED_FIELDS}
         spare = spare_slots_within(self.n, max_steps * frame_nbytes(recorded), config.episode_buffer_bytes)
         self.buffers = EpisodeBuffers(recorded, self.n, max_steps, self.device, spare_slots=spare)
-        log.info(
+        # Stated where it matters: with cameras the buffers take GBs (docs/collect.md, "Cameras").
+        log.log(
+            logging.INFO if self.spec.cameras else logging.DEBUG,
             "episode buffers: %d slots x %d steps, %.1f MiB on %s; up to %d batches queued for the writer",
             self.buffers.num_slots,
             max_steps,
