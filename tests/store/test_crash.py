@@ -150,7 +150,7 @@ class Checker:
 
 
 def _wait_ready(fd: int, pid: int) -> bool:
-    ready, _, _ = select.select([fd], [], [], 30)
+    ready, _, _ = select.select([fd], [], [], 120)  # a loaded CI machine can take long to fork
     return bool(ready) and os.read(fd, 1) == b"r"
 
 
