@@ -13,7 +13,7 @@ bounded ``multiprocessing`` queue (back-pressure as with the thread)::
 The child opens its own :class:`~odsd.store.EpisodeWriter` on the store; the commit protocol
 makes its commits exactly as safe as the thread's. It ignores SIGINT/SIGTERM (the collector
 decides when to stop) and dies with its parent (``PR_SET_PDEATHSIG`` on Linux, armed before the
-child imports anything heavy, see :mod:`odsd.collect.child_guard`; a parent check every second
+child imports anything heavy, see :mod:`odsd.child_guard`; a parent check every second
 elsewhere), so a collector killed at any moment never leaves a writer behind. Errors in the child
 come back with their original type and message; a child that dies is reported as an error.
 """
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from odsd.collect.child_guard import DieWithParent
+from odsd.child_guard import DieWithParent
 from odsd.collect.commit_worker import (
     FLUSH,
     STOP,

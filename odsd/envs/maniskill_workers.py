@@ -11,7 +11,7 @@ through pipes::
     pool.close()
 
 Workers die with the process that started them (``PR_SET_PDEATHSIG``, armed before anything heavy
-is imported: :mod:`odsd.collect.child_guard`), ignore SIGINT (their owner closes them) and run
+is imported: :mod:`odsd.child_guard`), ignore SIGINT (their owner closes them) and run
 one torch thread each. A worker that dies or fails makes the next call raise one line naming it.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from odsd.collect.child_guard import DieWithParent
+from odsd.child_guard import DieWithParent
 from odsd.envs.errors import EnvContractError, EnvSpecError, ManiSkillUnavailableError
 from odsd.envs.maniskill_sim import SimLayout
 
