@@ -64,9 +64,15 @@ def collect_cmd(
     config: ConfigOpt = None,
     mode: Annotated[str | None, typer.Option(help="expert_demo | dagger_sync.")] = None,
     task: Annotated[str | None, typer.Option(help="Built-in task, gymnasium:<id> or module:factory.")] = None,
-    expert: Annotated[str | None, typer.Option(help="planner | policy:<snapshot> | module:factory.")] = None,
+    expert: Annotated[
+        str | None,
+        typer.Option(help="planner | policy:<snapshot> | lerobot:<pretrained dir> | module:factory."),
+    ] = None,
     student: Annotated[
-        str | None, typer.Option(help="Policy snapshot directory (default <store>/policies).")
+        str | None,
+        typer.Option(
+            help="Policy snapshot directory (default <store>/policies) or lerobot:<pretrained dir>."
+        ),
     ] = None,
     num_envs: Annotated[int | None, typer.Option(help="Env rows stepped together.")] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps.")] = None,
@@ -222,7 +228,12 @@ def _print_summary(summary: Any, store: Path, *, json_logs: bool = False) -> Non
 
 
 def eval_cmd(
-    policy: Annotated[Path, typer.Option(help="Policy snapshot (vNNNNNN dir) or a directory of snapshots.")],
+    policy: Annotated[
+        Path,
+        typer.Option(
+            help="Policy snapshot (vNNNNNN dir), a directory of snapshots, or lerobot:<pretrained dir>."
+        ),
+    ],
     task: Annotated[str, typer.Option(help="Task to evaluate on.")] = "pick_place",
     episodes: Annotated[int, typer.Option(min=1, help="Number of episodes.")] = 100,
     num_envs: Annotated[int, typer.Option(min=1, help="Env rows stepped together.")] = 16,
@@ -246,7 +257,7 @@ def eval_cmd(
     from odsd.envs.protocol import reports_success
     from odsd.policies.errors import SnapshotNotFoundError
 
-    if not policy.exists():
+    if not str(policy).startswith("lerobot:") and not policy.exists():
         raise SnapshotNotFoundError(f"{policy}: no such policy snapshot")
     cfg = CollectConfig(
         mode="eval",

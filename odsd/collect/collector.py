@@ -28,16 +28,15 @@ from odsd.collect.commit_worker import CommitStats, CommitWorker
 from odsd.collect.config import CollectConfig
 from odsd.collect.derived import DERIVED_FIELDS
 from odsd.collect.finished import FinishedBatch, FinishedEpisode, RunInfo
-from odsd.collect.frames import SOURCE_EXPERT, SOURCE_HOLD, SOURCE_STUDENT, frame_features
+from odsd.collect.frames import CHUNK_POSITION, SOURCE_EXPERT, SOURCE_HOLD, SOURCE_STUDENT, frame_features
 from odsd.collect.metrics import MetricsLog, MetricsWindow, StepStats, rss_bytes
 from odsd.collect.mixing import BetaMixer
-from odsd.collect.student import StudentSource
-from odsd.envs import STATE_KEY, VecEnv, make_env, safe_hold_action
+from odsd.collect.student import StudentPolicy, student_source
+from odsd.envs import VecEnv, make_env, safe_hold_action
 from odsd.errors import ConfigError
 from odsd.experts import Expert, make_expert, validate_query
 from odsd.experts.errors import ExpertNotFoundError, expert_failures
 from odsd.experts.failures import failure_name
-from odsd.policies.snapshot import LoadedPolicy
 from odsd.schema import CommitContext, EpisodeMeta
 from odsd.store import CommitResult, EpisodeStore
 
@@ -131,9 +130,21 @@ class Collector:
         self._stop = threading.Event()
         self.schedule: BetaSchedule = config.beta
         self.progress = Progress()
+        # Loaded before the store opens: a LeRobot student that does not fit the env is refused
+        # before anything is created, and a chunking one adds action.chunk_position to the schema.
+        self.students = student_source(
+            config.student if self.needs_student else None,
+            config.policies_dir,
+            self.spec,
+            device=self.device,
+            seed=config.seed,
+        )
         self.features = frame_features(
             self.spec, record_state=config.record_state, image_encoding=config.image_encoding
         )
+        self._chunked = self.needs_student and self.students.chunk_steps > 1
+        if self._chunked:
+            self.features[CHUNK_POSITION] = {"dtype": "int16", "shape": [], "names": None}
         self.store: EpisodeStore | None = None
         self.worker: CommitWorker | CommitProcess | None = None
         if commit_store:
@@ -148,8 +159,7 @@ class Collector:
         self.run_dir = self.store.root / "runs" / self.run_id if self.store else None
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl" if self.run_dir else None)
         self.on_report = on_report
-        self.students = StudentSource(config.policies_dir, self.spec, device=self.device, seed=config.seed)
-        self.student: LoadedPolicy | None = None
+        self.student: StudentPolicy | None = None
         self.mixer = BetaMixer(self.n, seed=config.seed + 7919, unit=config.mixing)
         max_steps = self.spec.max_episode_steps
         recorded = {k: v for k, v in self.features.items() if k not in DERIVED_FIELDS}
@@ -428,16 +438,17 @@ class Collector:
         spec = self.spec
         frozen = {k: v.clone() for k, v in obs.items()}
         flat = spec.flatten_observation(frozen)
-        state = flat[STATE_KEY]
         beta = self.beta
 
         if self.student is not None:
-            student_action = _as(self.student.policy(state), torch.float32, self.device)
+            raw_student, chunk_position = self.student.act(flat)
+            student_action = _as(raw_student, torch.float32, self.device)
             # NaN fails both comparisons, so this also rejects non-finite actions.
             student_valid = ((student_action >= self._low) & (student_action <= self._high)).all(dim=1)
         else:
             student_action = torch.zeros((self.n, spec.action.dim), device=self.device)
             student_valid = torch.zeros(self.n, dtype=torch.bool, device=self.device)
+            chunk_position = None
 
         latency = None
         if self.expert is not None:
@@ -498,6 +509,9 @@ class Collector:
                 "beta": self._constant("beta", beta, torch.float32),
             }
         )
+        if self._chunked:
+            no_chunk = self._constant(CHUNK_POSITION, -1, torch.int16)
+            frame[CHUNK_POSITION] = chunk_position if chunk_position is not None else no_chunk
         if pre_state is not None:
             frame.update({f"state.{name}": value for name, value in pre_state.items()})
         self.buffers.record(frame, self.step_index)
@@ -550,6 +564,8 @@ class Collector:
         now = datetime.now(UTC).isoformat()
         for r in rows.tolist():
             self.episode_started[r] = now
+        if self.student is not None:
+            self.student.reset_rows(rows)  # a chunking student starts a new chunk on these rows
         if self.expert is not None:
             with expert_failures(self.config.expert, "in reset()"):
                 self.expert.reset(rows, obs, info)

@@ -14,6 +14,8 @@ from odsd.errors import ConfigError
 from odsd.schema.names import check_name
 
 Mode = Literal["expert_demo", "dagger_sync", "eval"]
+LEROBOT_PREFIX = "lerobot:"
+"""``student = "lerobot:<dir>"`` (same as :data:`odsd.policies.lerobot_policy.PREFIX`)."""
 
 
 class CompactionConfig(BaseModel):
@@ -69,7 +71,8 @@ class CollectConfig(BaseModel):
     expert: str = "planner"
     expert_kwargs: dict[str, Any] = Field(default_factory=dict)
     student: str | None = None
-    """A policy snapshot directory, or a directory of versioned snapshots; default: ``<store>/policies``."""
+    """A policy snapshot directory, or a directory of versioned snapshots; default: ``<store>/policies``.
+    ``lerobot:<dir>``: a LeRobot pretrained directory (config, weights, processors), pinned."""
     store: Path = Path("odsd-store")
     num_envs: int = Field(default=16, ge=1)
     device: str = "cpu"
@@ -127,6 +130,10 @@ class CollectConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
+        if self.lerobot_student is not None and self.policy_wait_s > 0:
+            raise ValueError(
+                "a LeRobot student (lerobot:<dir>) is pinned: policy_wait_s has no newer snapshot to wait for"
+            )
         if self.device != "cpu":
             from odsd.devices import check_device  # imports torch: not for cpu, not in the writer
 
@@ -138,8 +145,18 @@ class CollectConfig(BaseModel):
         return self.commit_max_episodes or max(32, self.num_envs)
 
     @property
+    def lerobot_student(self) -> Path | None:
+        """The LeRobot pretrained directory of ``student = "lerobot:<dir>"`` (else ``None``)."""
+        if self.student is not None and self.student.startswith(LEROBOT_PREFIX):
+            return Path(self.student[len(LEROBOT_PREFIX) :])
+        return None
+
+    @property
     def policies_dir(self) -> Path:
-        return Path(self.student) if self.student else self.store / "policies"
+        """Where snapshot students come from (``<store>/policies`` for a LeRobot student)."""
+        if self.student and self.lerobot_student is None:
+            return Path(self.student)
+        return self.store / "policies"
 
     def identity(self) -> dict[str, Any]:
         """The fields that must not change when a run resumes (they change what the data means)."""

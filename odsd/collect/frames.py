@@ -12,6 +12,10 @@ SOURCE_STUDENT = 0
 SOURCE_EXPERT = 1
 SOURCE_HOLD = 2
 SOURCE_NAMES = {SOURCE_STUDENT: "student", SOURCE_EXPERT: "expert", SOURCE_HOLD: "hold"}
+CHUNK_POSITION = "action.chunk_position"
+"""int16 per frame, only in stores collected with a chunking student: the position of
+``action.student`` in the chunk it came from (0 on the step the chunk was predicted), -1 where the
+student produced no chunked action (docs/collect.md, "Action chunks")."""
 
 
 def frame_features(

@@ -1,9 +1,11 @@
-"""Resolve expert names: ``planner``, ``policy:<snapshot dir>``, registered names, ``module:factory``.
+"""Resolve expert names: ``planner``, ``policy:<snapshot dir>``, ``lerobot:<pretrained dir>``,
+registered names, ``module:factory``.
 
 ::
 
     expert = make_expert("planner", env.spec)                  # the task's planner
     expert = make_expert("policy:runs/policies", env.spec)     # newest snapshot under a root
+    expert = make_expert("lerobot:ckpt/act", env.spec)         # a LeRobot pretrained directory
     expert = make_expert("my_pkg.experts:make", env.spec, k=1) # factory(env_spec, **kwargs)
     register_expert("scripted", factory)                       # then make_expert("scripted", ...)
 """
@@ -28,6 +30,7 @@ from odsd.experts.query import ExpertSpec
 
 ExpertFactory = Callable[..., Expert]
 POLICY_PREFIX = "policy:"
+LEROBOT_PREFIX = "lerobot:"
 
 _REGISTRY: dict[str, ExpertFactory] = {}
 
@@ -61,6 +64,11 @@ def make_expert(name: str, env_spec: EnvSpec, **kwargs: Any) -> Expert:
 
         _check_arguments(name, PolicyExpert.from_snapshot, kwargs, leading=2)
         expert = PolicyExpert.from_snapshot(name[len(POLICY_PREFIX) :], env_spec, **kwargs)
+    elif name.startswith(LEROBOT_PREFIX):
+        from odsd.experts.lerobot_expert import LeRobotExpert
+
+        _check_arguments(name, LeRobotExpert.from_pretrained, kwargs, leading=2)
+        expert = LeRobotExpert.from_pretrained(name[len(LEROBOT_PREFIX) :], env_spec, **kwargs)
     elif name in _REGISTRY or ":" in name:
         if name in _REGISTRY:
             factory = _REGISTRY[name]
@@ -74,7 +82,7 @@ def make_expert(name: str, env_spec: EnvSpec, **kwargs: Any) -> Expert:
             expert = factory(env_spec, **kwargs)
     else:
         raise ExpertNotFoundError(
-            f"unknown expert {name!r}; known: {', '.join(list_experts())}, policy:<dir>, module:factory"
+            f"unknown expert {name!r}; known: {', '.join(list_experts())}, policy:<dir>, lerobot:<dir>, module:factory"
         )
     if not isinstance(expert, Expert) or not isinstance(getattr(expert, "spec", None), ExpertSpec):
         raise ExpertContractError(

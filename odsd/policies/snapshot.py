@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from odsd.envs.spec import EnvSpec
+from odsd.envs.spec import STATE_KEY, EnvSpec
 from odsd.policies.architectures import build_model
 from odsd.policies.errors import (
     LayoutMismatchError,
@@ -181,6 +182,16 @@ class LoadedPolicy:
     def policy(self, obs_state: torch.Tensor) -> torch.Tensor:
         """Raw actions ``[n, A]`` for ``observation.state`` ``[n, D]`` (moved to the policy device)."""
         return self.model(obs_state.to(self.device, torch.float32))
+
+    chunk_steps = 1
+    """A snapshot policy acts one step at a time (see ``odsd.collect.student.StudentPolicy``)."""
+
+    def act(self, obs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, None]:
+        """The student interface: :meth:`policy` on ``obs["observation.state"]``, no chunk position."""
+        return self.policy(obs[STATE_KEY]), None
+
+    def reset_rows(self, rows: torch.Tensor) -> None:
+        """Stateless; nothing to forget."""
 
 
 def load_snapshot(

@@ -1,0 +1,48 @@
+"""Fixtures for the LeRobot policy tests: a tiny ACT trained for a few steps on an odsd store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from lerobot_policy_helpers import PICK_PLACE, train_tiny_act, train_tiny_diffusion
+
+# LeRobot must never reach the network here.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def act_dir(demo_store: Path) -> Path:
+    """A LeRobot pretrained directory (ACT, chunk 4, 3 executed steps) for ``pick_place``."""
+    pytest.importorskip("lerobot.policies.act.configuration_act")
+    return train_tiny_act(demo_store, demo_store.parent / "act")
+
+
+@pytest.fixture(scope="session")
+def diffusion_dir(demo_store: Path) -> Path:
+    """A LeRobot pretrained directory (Diffusion, n_obs_steps 1, 4 executed steps) for ``pick_place``."""
+    pytest.importorskip("lerobot.policies.diffusion.configuration_diffusion")
+    return train_tiny_diffusion(demo_store, demo_store.parent / "diffusion")
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 expert_demo pick_place episodes (40 steps at most) to train the tiny policies on."""
+    from odsd.collect import CollectConfig, Collector
+
+    root = tmp_path_factory.mktemp("demos")
+    Collector(
+        CollectConfig(
+            mode="expert_demo",
+            task="pick_place",
+            task_kwargs=PICK_PLACE,
+            num_envs=4,
+            store=root / "store",
+            max_episodes=4,
+            keep_failed=True,
+            durability="process",
+            writer="thread",
+        )
+    ).run()
+    return root / "store"

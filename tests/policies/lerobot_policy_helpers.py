@@ -1,0 +1,101 @@
+"""The tiny LeRobot ACT the policy tests train (shared by conftest and the tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ACT_CHUNK_SIZE = 4
+ACT_ACTION_STEPS = 3
+PICK_PLACE = {"max_episode_steps": 40}
+"""Task kwargs of every pick_place env in these tests (short episodes)."""
+
+
+def train_tiny_act(store: Path, out: Path, *, steps: int = 5) -> Path:
+    """Train a tiny state-only ACT on ``store`` for ``steps`` steps; save it with its processors."""
+    import torch
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.factory import make_policy, make_pre_post_processors
+
+    from odsd.lerobot import OdsdLeRobotDataset
+
+    gen = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    try:
+        cfg = ACTConfig(
+            chunk_size=ACT_CHUNK_SIZE,
+            n_action_steps=ACT_ACTION_STEPS,
+            dim_model=16,
+            n_heads=2,
+            dim_feedforward=32,
+            n_encoder_layers=1,
+            n_decoder_layers=1,
+            n_vae_encoder_layers=1,
+            latent_dim=4,
+            use_vae=True,
+            pretrained_backbone_weights=None,  # state-only: no vision backbone is built or fetched
+            device="cpu",
+        )
+        probe = OdsdLeRobotDataset(store)
+        fps = probe.meta.fps
+        ds = OdsdLeRobotDataset(store, delta_timestamps={"action": [i / fps for i in range(ACT_CHUNK_SIZE)]})
+        policy = make_policy(cfg, ds_meta=ds.meta)
+        pre, post = make_pre_post_processors(cfg, dataset_stats=ds.meta.stats)
+        loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True)
+        opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+        policy.train()
+        batches = iter(loader)
+        for _ in range(steps):
+            loss, _info = policy.forward(pre(next(batches)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        policy.save_pretrained(out)
+        pre.save_pretrained(out)
+        post.save_pretrained(out)
+    finally:
+        torch.random.set_rng_state(gen)
+    return out
+
+
+def train_tiny_diffusion(store: Path, out: Path) -> Path:
+    """A tiny Diffusion policy (``n_obs_steps=1``, 4 executed steps) after one training step."""
+    import torch
+    from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
+    from lerobot.policies.factory import make_policy, make_pre_post_processors
+
+    from odsd.lerobot import OdsdLeRobotDataset
+
+    gen = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    try:
+        cfg = DiffusionConfig(
+            n_obs_steps=1,
+            horizon=8,
+            n_action_steps=4,
+            down_dims=(16, 32),
+            diffusion_step_embed_dim=16,
+            num_inference_steps=2,
+            num_train_timesteps=10,
+            pretrained_backbone_weights=None,
+            device="cpu",
+        )
+        fps = OdsdLeRobotDataset(store).meta.fps
+        ds = OdsdLeRobotDataset(
+            store,
+            delta_timestamps={
+                "observation.state": [0.0],
+                "observation.environment_state": [0.0],
+                "action": [i / fps for i in range(8)],
+            },
+        )
+        policy = make_policy(cfg, ds_meta=ds.meta)
+        pre, post = make_pre_post_processors(cfg, dataset_stats=ds.meta.stats)
+        batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True)))
+        loss, _info = policy.forward(pre(batch))
+        loss.backward()
+        policy.save_pretrained(out)
+        pre.save_pretrained(out)
+        post.save_pretrained(out)
+    finally:
+        torch.random.set_rng_state(gen)
+    return out
