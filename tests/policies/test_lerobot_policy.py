@@ -291,3 +291,12 @@ def test_diffusion_student_chunks_per_row(diffusion_dir: Path, tmp_path: Path) -
 
     with pytest.raises(ConfigError, match="n_obs_steps=2"):
         LeRobotPolicy.load(edited_checkpoint(diffusion_dir, tmp_path, history), env.spec)
+
+
+def test_cli_eval_runs_a_lerobot_student(act_dir: Path) -> None:
+    args = ["eval", "--policy", f"lerobot:{act_dir}", "--task", "pick_place", "--episodes", "2"]
+    args += ["--num-envs", "2", "--json"]
+    proc = subprocess.run([*ODSD, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["episodes"] == 2 and result["policy_version"] == 0
