@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lerobot_policy_helpers import PICK_PLACE, train_tiny_act, train_tiny_diffusion
+from lerobot_policy_helpers import CAMERA_TASK, PICK_PLACE, train_tiny_act, train_tiny_diffusion
 
 # LeRobot must never reach the network here.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,3 +46,26 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     ).run()
     return root / "store"
+
+
+@pytest.fixture(scope="session")
+def camera_act_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LeRobot ACT reading ``observation.images.top`` (and the state) of ``pick_place_cam``."""
+    pytest.importorskip("lerobot.policies.act.configuration_act")
+    from odsd.collect import CollectConfig, Collector
+
+    root = tmp_path_factory.mktemp("camera-act")
+    Collector(
+        CollectConfig(
+            mode="expert_demo",
+            task="pick_place_cam",
+            task_kwargs=CAMERA_TASK,
+            num_envs=2,
+            store=root / "store",
+            max_episodes=2,
+            keep_failed=True,
+            durability="process",
+            writer="thread",
+        )
+    ).run()
+    return train_tiny_act(root / "store", root / "act", steps=1)

@@ -10,8 +10,13 @@ PICK_PLACE = {"max_episode_steps": 40}
 """Task kwargs of every pick_place env in these tests (short episodes)."""
 
 
+CAMERA_TASK = {"cameras": ["top"], "image_size": 32, "max_episode_steps": 30}
+"""Task kwargs of the ``pick_place_cam`` envs here (one 32x32 camera, short episodes)."""
+
+
 def train_tiny_act(store: Path, out: Path, *, steps: int = 5) -> Path:
-    """Train a tiny state-only ACT on ``store`` for ``steps`` steps; save it with its processors."""
+    """Train a tiny ACT on ``store`` for ``steps`` steps; save it with its processors. It reads the
+    store's cameras too (a randomly initialized ResNet-18 backbone, nothing downloaded)."""
     import torch
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.factory import make_policy, make_pre_post_processors
@@ -32,7 +37,8 @@ def train_tiny_act(store: Path, out: Path, *, steps: int = 5) -> Path:
             n_vae_encoder_layers=1,
             latent_dim=4,
             use_vae=True,
-            pretrained_backbone_weights=None,  # state-only: no vision backbone is built or fetched
+            pretrained_backbone_weights=None,  # nothing is fetched
+            replace_final_stride_with_dilation=False,
             device="cpu",
         )
         probe = OdsdLeRobotDataset(store)

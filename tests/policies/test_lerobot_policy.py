@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from lerobot_policy_helpers import ACT_ACTION_STEPS, PICK_PLACE
+from lerobot_policy_helpers import ACT_ACTION_STEPS, CAMERA_TASK, PICK_PLACE
 
 from odsd.collect import SOURCE_EXPERT, SOURCE_STUDENT, BetaSchedule, CollectConfig, Collector
 from odsd.collect.frames import CHUNK_POSITION, frame_features
@@ -300,3 +300,37 @@ def test_cli_eval_runs_a_lerobot_student(act_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["episodes"] == 2 and result["policy_version"] == 0
+
+
+def test_camera_student_reads_the_stored_frames(camera_act_dir: Path, tmp_path: Path) -> None:
+    """An ACT on camera + state collects; its chunks are what it predicts from the stored frames."""
+    store = tmp_path / "store"
+    cfg = CollectConfig(
+        mode="dagger_sync",
+        task="pick_place_cam",
+        task_kwargs=CAMERA_TASK,
+        student=f"lerobot:{camera_act_dir}",
+        num_envs=2,
+        seed=2,
+        store=store,
+        episodes_per_iteration=2,
+        max_iterations=1,
+        beta=BetaSchedule(kind="constant", init_beta=0.0),
+        durability="process",
+        writer="thread",
+    )
+    collector = Collector(cfg)
+    spec = collector.spec
+    policy = LeRobotPolicy.load(camera_act_dir, spec)
+    assert policy.inputs["observation.images.top"] == "observation.images.top"
+    collector.run()
+    episodes = stored(store)
+    assert episodes
+    for meta, f in episodes:
+        pos = f[CHUNK_POSITION].astype(np.int64)
+        np.testing.assert_array_equal(pos, np.arange(meta.length) % ACT_ACTION_STEPS)
+        starts = np.flatnonzero(pos == 0)
+        flat = {k: torch.from_numpy(f[k][starts]) for k in policy.inputs.values()}
+        assert flat["observation.images.top"].dtype == torch.uint8
+        chunks = policy.predict_chunk(flat).numpy()
+        np.testing.assert_allclose(f["action.student"][starts], chunks[:, 0], atol=1e-5)
