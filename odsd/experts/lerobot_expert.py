@@ -15,7 +15,9 @@ marked invalid by ``validate_query``.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +27,15 @@ from odsd.experts.query import ExpertQuery, ExpertSpec
 from odsd.policies.lerobot_policy import PREFIX, LeRobotPolicy
 
 
+def weights_digest(path: Path) -> str:
+    """The first 12 hex digits of the sha256 of ``path/model.safetensors`` (the expert's version)."""
+    digest = hashlib.sha256()
+    with (path / "model.safetensors").open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 class LeRobotExpert:
     """A LeRobot policy labelling env observations (see module docstring)."""
 
@@ -32,7 +43,10 @@ class LeRobotExpert:
         self.policy = policy
         self.env_spec = env_spec
         self.spec = ExpertSpec(
-            name=f"{PREFIX}{policy.path.name}", version=policy.type, kind="policy", state_conditioned=True
+            name=f"{PREFIX}{policy.path.name}",
+            version=f"{policy.type}-{weights_digest(policy.path)}",
+            kind="policy",
+            state_conditioned=True,
         )
 
     @classmethod

@@ -258,6 +258,7 @@ def test_lerobot_expert_labels_states(act_dir: Path, tmp_path: Path) -> None:
     )
     collector = Collector(cfg, env=env)
     assert collector.expert is not None and collector.expert.spec.kind == "policy"
+    assert collector.expert.spec.version.startswith("act-") and len(collector.expert.spec.version) == 16
     assert CHUNK_POSITION not in collector.features  # the reference MLP student does not chunk
     collector.run()
     episodes = stored(store)
