@@ -122,7 +122,7 @@ class LeRobotStudentSource:
 
         self.dir = pretrained_dir
         self.current = ChunkedStudent(
-            LeRobotPolicy.load(pretrained_dir, spec, device=device), num_rows=spec.num_envs
+            LeRobotPolicy.load(pretrained_dir, spec, device=device, history=True), num_rows=spec.num_envs
         )
         self.chunk_steps = self.current.chunk_steps
 

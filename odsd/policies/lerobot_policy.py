@@ -38,7 +38,8 @@ PREFIX = "lerobot:"
 """``--student lerobot:<dir>`` / ``--expert lerobot:<dir>``."""
 REQUIRED_FILES = ("config.json", "model.safetensors", "policy_preprocessor.json", "policy_postprocessor.json")
 TIME_DIM_TYPES = frozenset({"diffusion"})
-"""Policy types whose ``predict_action_chunk`` takes observations with a time axis ``[n, 1, ...]``."""
+"""Policy types whose ``predict_action_chunk`` takes observations with a time axis ``[n, T, ...]``
+(``T = n_obs_steps``); only these may have ``n_obs_steps > 1``."""
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -127,15 +128,25 @@ class LeRobotPolicy:
         config = policy.config
         self.type: str = str(config.type)
         self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
+        self.n_obs_steps = int(getattr(config, "n_obs_steps", 1) or 1)
+        """Observations per prediction: > 1 needs a per-row history (``ChunkedStudent`` keeps one)."""
         self._time_dim = self.type in TIME_DIM_TYPES
         self._task = [spec.task_description or spec.task]
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], spec: EnvSpec, *, device: str | torch.device | None = None
+        cls,
+        path: str | os.PathLike[str],
+        spec: EnvSpec,
+        *,
+        device: str | torch.device | None = None,
+        history: bool = False,
     ) -> LeRobotPolicy:
         """Load ``path`` (a local pretrained directory, never a Hub id) for ``spec`` on ``device``
-        (default: the env device). Raises a one-line odsd error for anything it cannot use."""
+        (default: the env device). Raises a one-line odsd error for anything it cannot use.
+
+        ``history``: the caller keeps per-row observation histories, so ``n_obs_steps > 1`` is
+        accepted (for the types in :data:`TIME_DIM_TYPES`)."""
         path = Path(path)
         where = f"{PREFIX}{path}"
         if not path.is_dir():
@@ -147,7 +158,7 @@ class LeRobotPolicy:
             )
         raw = _read_config(path, where)
         inputs = check_layout(raw, spec, where, _rename_map(path))
-        _check_inference(raw, where)
+        _check_inference(raw, where, history=history)
         device = torch.device(spec.device if device is None else device)
         try:
             from lerobot.configs.policies import PreTrainedConfig
@@ -180,7 +191,7 @@ class LeRobotPolicy:
         for env_key in self.inputs.values():
             value = flat[env_key] if rows is None else flat[env_key][rows]
             if env_key.startswith(IMAGES_PREFIX):
-                value = value.permute(0, 3, 1, 2).to(torch.float32) / 255
+                value = value.movedim(-1, -3).to(torch.float32) / 255  # [..., H, W, C] -> [..., C, H, W]
             else:
                 value = value.to(torch.float32)
             out[env_key] = value.to(self.device)
@@ -190,11 +201,13 @@ class LeRobotPolicy:
 
     @torch.inference_mode()
     def predict_chunk(
-        self, flat: Mapping[str, torch.Tensor], rows: torch.Tensor | None = None
+        self, flat: Mapping[str, torch.Tensor], rows: torch.Tensor | None = None, *, history: bool = False
     ) -> torch.Tensor:
-        """Raw env actions ``[k, n_action_steps, A]`` for the rows ``rows`` (default: all) of ``flat``."""
+        """Raw env actions ``[k, n_action_steps, A]`` for the rows ``rows`` (default: all) of ``flat``.
+
+        ``history``: every value of ``flat`` is ``[n, n_obs_steps, ...]``, oldest first."""
         batch = self.pre(self.batch(flat, rows))
-        if self._time_dim:
+        if self._time_dim and not history:
             batch = {
                 k: v.unsqueeze(1) if isinstance(v, torch.Tensor) and k in self.inputs else v
                 for k, v in batch.items()
@@ -210,14 +223,22 @@ class LeRobotPolicy:
         return self.predict_chunk(flat)[:, 0]
 
 
-def _check_inference(raw: Mapping[str, Any], where: str) -> None:
+def _check_inference(raw: Mapping[str, Any], where: str, *, history: bool) -> None:
     """Refuse settings that keep state across the whole batch (they break per-row resets)."""
     if raw.get("temporal_ensemble_coeff") is not None:
         raise ConfigError(
             f"{where}: temporal ensembling keeps one batch-wide state; set temporal_ensemble_coeff to null"
         )
-    if int(raw.get("n_obs_steps", 1) or 1) != 1:
+    steps = int(raw.get("n_obs_steps", 1) or 1)
+    if steps == 1:
+        return
+    if not history:
         raise ConfigError(
-            f"{where}: n_obs_steps={raw['n_obs_steps']}: observation histories are not supported yet "
-            "(train with n_obs_steps=1)"
+            f"{where}: n_obs_steps={steps}: a label must be a function of one observation here "
+            "(only a student keeps observation histories; train with n_obs_steps=1)"
+        )
+    if raw.get("type") not in TIME_DIM_TYPES:
+        raise ConfigError(
+            f"{where}: n_obs_steps={steps}: observation histories are supported for "
+            f"{', '.join(sorted(TIME_DIM_TYPES))} policies only, not {raw.get('type')!r}"
         )

@@ -63,8 +63,8 @@ def train_tiny_act(store: Path, out: Path, *, steps: int = 5) -> Path:
     return out
 
 
-def train_tiny_diffusion(store: Path, out: Path) -> Path:
-    """A tiny Diffusion policy (``n_obs_steps=1``, 4 executed steps) after one training step."""
+def train_tiny_diffusion(store: Path, out: Path, *, n_obs_steps: int = 1) -> Path:
+    """A tiny Diffusion policy (4 executed steps) after one training step."""
     import torch
     from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
     from lerobot.policies.factory import make_policy, make_pre_post_processors
@@ -75,7 +75,7 @@ def train_tiny_diffusion(store: Path, out: Path) -> Path:
     torch.manual_seed(0)
     try:
         cfg = DiffusionConfig(
-            n_obs_steps=1,
+            n_obs_steps=n_obs_steps,
             horizon=8,
             n_action_steps=4,
             down_dims=(16, 32),
@@ -86,12 +86,13 @@ def train_tiny_diffusion(store: Path, out: Path) -> Path:
             device="cpu",
         )
         fps = OdsdLeRobotDataset(store).meta.fps
+        observed = [i / fps for i in range(1 - n_obs_steps, 1)]
         ds = OdsdLeRobotDataset(
             store,
             delta_timestamps={
-                "observation.state": [0.0],
-                "observation.environment_state": [0.0],
-                "action": [i / fps for i in range(8)],
+                "observation.state": observed,
+                "observation.environment_state": observed,
+                "action": [i / fps for i in range(1 - n_obs_steps, 9 - n_obs_steps)],
             },
         )
         policy = make_policy(cfg, ds_meta=ds.meta)

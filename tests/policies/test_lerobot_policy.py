@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from lerobot_policy_helpers import ACT_ACTION_STEPS, CAMERA_TASK, PICK_PLACE
+from lerobot_policy_helpers import ACT_ACTION_STEPS, CAMERA_TASK, PICK_PLACE, train_tiny_diffusion
 
 from odsd.collect import SOURCE_EXPERT, SOURCE_STUDENT, BetaSchedule, CollectConfig, Collector
 from odsd.collect.frames import CHUNK_POSITION, frame_features
@@ -157,10 +157,12 @@ class FakeChunkPolicy:
     """Chunk ``[k, S, A]`` whose values name the row and the call; records which rows were asked."""
 
     def __init__(self, spec: EnvSpec, steps: int) -> None:
-        self.spec, self.n_action_steps, self.path = spec, steps, Path("fake")
+        self.spec, self.n_action_steps, self.n_obs_steps, self.path = spec, steps, 1, Path("fake")
         self.calls: list[list[int]] = []
 
-    def predict_chunk(self, flat: dict[str, torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+    def predict_chunk(
+        self, flat: dict[str, torch.Tensor], rows: torch.Tensor | None = None, history: bool = False
+    ) -> torch.Tensor:
         ids = torch.arange(self.spec.num_envs) if rows is None else rows
         self.calls.append(ids.tolist())
         k, a = ids.numel(), self.spec.action.dim
@@ -213,6 +215,13 @@ def test_mismatched_checkpoints_are_refused_in_one_line(act_dir: Path, tmp_path:
         config["output_features"]["action"]["shape"] = [7]
 
     shutil.rmtree(camera)
+
+    def history(config: dict[str, Any]) -> None:
+        config["n_obs_steps"] = 2
+
+    with pytest.raises(ConfigError, match="n_obs_steps=2: observation histories are supported for diffusion"):
+        LeRobotPolicy.load(edited_checkpoint(act_dir, tmp_path, history), pick_place().spec, history=True)
+    shutil.rmtree(tmp_path / "edited")
     with pytest.raises(
         ConfigError, match=r"outputs actions of shape \(7,\) but env 'pick_place' takes \(4,\)"
     ):
@@ -335,3 +344,30 @@ def test_camera_student_reads_the_stored_frames(camera_act_dir: Path, tmp_path: 
         assert flat["observation.images.top"].dtype == torch.uint8
         chunks = policy.predict_chunk(flat).numpy()
         np.testing.assert_allclose(f["action.student"][starts], chunks[:, 0], atol=1e-5)
+
+
+def test_diffusion_student_keeps_per_row_observation_histories(demo_store: Path, tmp_path: Path) -> None:
+    """n_obs_steps=2: each row predicts from its own last two observations; a reset row starts
+    over with two copies of its first one."""
+    out = train_tiny_diffusion(demo_store, tmp_path / "diffusion2", n_obs_steps=2)
+    env = pick_place(num_envs=3)
+    with pytest.raises(ConfigError, match="n_obs_steps=2: a label must be a function of one observation"):
+        LeRobotPolicy.load(out, env.spec)
+    policy = LeRobotPolicy.load(out, env.spec, history=True)
+    student = ChunkedStudent(policy, num_rows=3)
+    keys = list(policy.inputs.values())
+    obs0 = env.spec.flatten_observation(env.reset(seed=0)[0])
+    torch.manual_seed(0)
+    action, _pos = student.act(obs0)
+    torch.manual_seed(0)  # the same diffusion noise for the same batch
+    twice = {k: torch.stack([obs0[k], obs0[k]], dim=1) for k in keys}
+    torch.testing.assert_close(action, policy.predict_chunk(twice, history=True)[:, 0])
+    obs1 = env.spec.flatten_observation(env.step(env.spec.action.clip(action))[0])
+    student.reset_rows(torch.tensor([1]))
+    student.act(obs1)
+    history = student._history
+    assert history is not None
+    for k in keys:
+        torch.testing.assert_close(history[k][0], torch.stack([obs0[k][0], obs1[k][0]]))
+        torch.testing.assert_close(history[k][1], torch.stack([obs1[k][1], obs1[k][1]]))
+        torch.testing.assert_close(history[k][2], torch.stack([obs0[k][2], obs1[k][2]]))
