@@ -9,7 +9,8 @@
 1. **collect** [>= 0.8x]: ``odsd``'s collector (``dagger_sync``, frames recorded, committed by the
    writer process with the default lossless codec, durability ``process`` and ``fsync``) against
    the bare DAgger loop that renders the same cameras (env step + student + expert + mixing, no
-   recording, no commits): ``bench/collect.py``'s two loops on ``pick_place_cam``.
+   recording, no commits): ``bench/collect.py``'s two loops on ``pick_place_cam``; each collector
+   run against the mean of the bare runs just before and after it (``--rounds``, ``--seconds``).
 2. **storage**: bytes per frame of every store codec against the raw frame and against LeRobot's
    own AV1 mp4 (``encode_video_frames`` with its defaults) of the same rendered frames; commit
    throughput of raw frames through the store writer (fsync) against a plain sequential write +
@@ -86,21 +87,30 @@ def lerobot_mp4_bytes_per_frame(frames: np.ndarray, tmp: Path, fps: int = 20) ->
 
 
 def section_collect(rows: int, seconds: float, rounds: int) -> list[dict[str, Any]]:
+    """Rounds of bare loop, collector ``process``, collector ``fsync``, then a closing bare loop.
+
+    Each collector run is compared with the mean of the bare runs just before and just after it
+    (this machine's speed drifts by up to 2x within minutes; bracketing cancels most of it).
+    """
     from collect import bare_loop, collector_run
 
     device = torch.device("cpu")
+    bares = [bare_loop(TASK, rows, device, seconds)["frames_per_s"]]
+    runs = []
+    for _ in range(rounds):
+        runs.append({d: collector_run(TASK, rows, device, seconds, d) for d in ("process", "fsync")})
+        bares.append(bare_loop(TASK, rows, device, seconds)["frames_per_s"])
     out = []
-    for r in range(rounds):
-        bare = bare_loop(TASK, rows, device, seconds)
-        row = {"round": r, "bare_frames_s": bare["frames_per_s"]}
-        for durability in ("process", "fsync"):
-            run = collector_run(TASK, rows, device, seconds, durability)
-            row[f"collector_{durability}_frames_s"] = run["frames_per_s"]
-            row[f"collector_{durability}_committed_s"] = run["committed_frames_per_s"]
-            row[f"ratio_{durability}"] = run["frames_per_s"] / bare["frames_per_s"]
+    for r, run in enumerate(runs):
+        bare = (bares[r] + bares[r + 1]) / 2
+        row: dict[str, Any] = {"round": r, "bare_frames_s": bare, "bare_before_after": bares[r : r + 2]}
+        for durability, result in run.items():
+            row[f"collector_{durability}_frames_s"] = result["frames_per_s"]
+            row[f"collector_{durability}_committed_s"] = result["committed_frames_per_s"]
+            row[f"ratio_{durability}"] = result["frames_per_s"] / bare
         out.append(row)
         print(
-            f"  round {r}: bare {row['bare_frames_s']:7.0f} frames/s | collector process "
+            f"  round {r}: bare {bares[r]:7.0f} / {bares[r + 1]:7.0f} frames/s | collector process "
             f"{row['collector_process_frames_s']:7.0f} ({row['ratio_process']:.2f}x) fsync "
             f"{row['collector_fsync_frames_s']:7.0f} ({row['ratio_fsync']:.2f}x)"
         )
@@ -160,6 +170,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="+", choices=["collect", "storage", "reader"], default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    parser.add_argument("--rounds", type=int, default=5, help="collect: rounds (default 5)")
+    parser.add_argument("--seconds", type=float, default=12.0, help="collect: seconds per run (default 12)")
     args = parser.parse_args()
     logging.getLogger("odsd").setLevel(logging.ERROR)
     torch.set_num_threads(args.threads)
@@ -171,7 +183,7 @@ def main() -> None:
         if "collect" in sections:
             print(f"1. collect: {TASK}, {args.rows} rows, torch threads {args.threads} [target >= 0.8x]")
             results["collect"] = section_collect(
-                args.rows, 8.0 if args.quick else 20.0, 1 if args.quick else 3
+                args.rows, 8.0 if args.quick else args.seconds, 1 if args.quick else args.rounds
             )
         if "storage" in sections:
             print("2. storage")

@@ -396,7 +396,13 @@ class Collector:
         }
         if self.config.writer == "process":
             if not multiprocessing.current_process().daemon:
-                return CommitProcess(store.root, run_id=self.run_id, writer_id=writer_id, **options)
+                return CommitProcess(
+                    store.root,
+                    run_id=self.run_id,
+                    writer_id=writer_id,
+                    frame_arena_bytes=self.config.commit_queue_bytes,
+                    **options,
+                )
             log.warning(
                 "writer='process' cannot start a child inside a daemonic process "
                 "(e.g. a multiprocessing.Pool worker); committing from a thread instead"

@@ -3,7 +3,9 @@
 Building commit records, episode metadata and segment files is Python work that holds the GIL;
 in a writer *thread* it competes with the collection loop for the interpreter. The child process
 runs the same :func:`~odsd.collect.commit_worker.batching_loop` on its own core, fed through a
-bounded ``multiprocessing`` queue (back-pressure as with the thread)::
+bounded ``multiprocessing`` queue (back-pressure as with the thread). The frames of finished
+episodes do not go through the queue: they are copied once into a shared
+:class:`~odsd.collect.frame_arena.FrameArena` and the queue carries where they are::
 
     worker = CommitProcess(store_root, run_id="r1", writer_id="r1-w", context=lambda: ctx)
     worker.submit(finished_batch)      # blocks while the queue is full
@@ -21,7 +23,9 @@ come back with their original type and message; a child that dies is reported as
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
+import logging
 import multiprocessing as mp
 import os
 import queue
@@ -29,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,14 +43,19 @@ from odsd.collect.commit_worker import (
     FLUSH,
     STOP,
     CommitStats,
+    ConcatScratch,
     FlushTickets,
     Item,
     batching_loop,
     count_episodes,
     store_batch,
 )
+from odsd.collect.finished import FinishedBatch
+from odsd.collect.frame_arena import ArenaView, FrameArena, SharedFrames
 from odsd.schema import CommitContext
 from odsd.store import CommitResult
+
+log = logging.getLogger("odsd.collect")
 
 _POLL_S = 1.0
 _START_TIMEOUT_S = 120.0
@@ -53,6 +63,19 @@ _START_TIMEOUT_S = 120.0
 
 class CommitProcessError(RuntimeError):
     """The writer process died or failed in a way that cannot be re-raised as its own exception."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _SharedBatch:
+    """Finished episodes whose frames wait in the frame arena (what travels through the queue)."""
+
+    ref: SharedFrames
+    batch: FinishedBatch
+    """The episodes, with ``frames`` empty."""
+
+    @property
+    def num_episodes(self) -> int:
+        return self.batch.num_episodes
 
 
 class CommitProcess(FlushTickets):
@@ -70,6 +93,7 @@ class CommitProcess(FlushTickets):
         context: Callable[[], CommitContext] | None = None,
         on_commit: Callable[[CommitResult, CommitStats], None] | None = None,
         compaction: Any = None,
+        frame_arena_bytes: int | None = 2 * 2**30,
     ) -> None:
         self.writer_id = writer_id
         self.context = context or CommitContext
@@ -82,6 +106,10 @@ class CommitProcess(FlushTickets):
         self._child_dropped = 0
         self._consumed = 0
         self._stopped = threading.Event()
+        # Frames of finished episodes go through shared memory (odsd.collect.frame_arena), not pickled.
+        self._arena = _frame_arena(frame_arena_bytes)
+        self._in_flight: deque[SharedFrames | None] = deque()
+        self._in_flight_lock = threading.Lock()
         self._process = ctx.Process(
             target=DieWithParent("odsd.collect.commit_process:_child_main"),
             args=(
@@ -93,6 +121,7 @@ class CommitProcess(FlushTickets):
                 self._inbox,
                 self._outbox,
                 compaction.model_dump() if compaction is not None else None,
+                self._arena.child_path if self._arena is not None else None,
             ),
             name="odsd-writer",
             daemon=True,
@@ -124,15 +153,23 @@ class CommitProcess(FlushTickets):
         self.check()
 
     def submit(self, episodes: Item) -> None:
-        """Queue episodes with the current commit context (blocks while the queue is full)."""
-        self._put_data(self._inbox, (episodes, self.context()))
+        """Queue episodes with the current commit context (blocks while the queue or the frame arena is full)."""
+        ref = None
+        item: Item | _SharedBatch = episodes
+        arena = self._arena
+        if arena is not None and isinstance(episodes, FinishedBatch) and arena.fits(episodes.frames):
+            ref = arena.put(episodes.frames, wait=self._check_writer)
+            item = _SharedBatch(ref, dataclasses.replace(episodes, frames={}))
+        with self._in_flight_lock:
+            self._in_flight.append(ref)
+        self._put_data(self._inbox, (item, self.context()))
         self._submitted += 1
 
     def close(self, *, discard_pending: bool = False) -> int:
         """Stop the process, by default after committing what is queued; return how many were dropped."""
         queued = self._take_queued(self._inbox) if discard_pending else []
         self._consumed += len(queued)
-        dropped = sum(count_episodes(item) for item, _ in queued)
+        dropped = sum(_episodes(item) for item, _ in queued)
         self._put_control((STOP, discard_pending))
         self._stopped.wait()
         self._receiver.join()
@@ -142,10 +179,26 @@ class CommitProcess(FlushTickets):
             self._process.join()
         self._inbox.close()
         self._outbox.close()
+        if self._arena is not None:
+            self._arena.close()
         self.check()
         return dropped + self._child_dropped
 
     # -- parent side ----------------------------------------------------------------------------
+
+    def _check_writer(self) -> None:
+        """While waiting for arena space: raise the writer's failure, or give up if it has stopped."""
+        self.check()
+        if self._stopped.is_set():
+            raise CommitProcessError("the writer process stopped while frames waited for it")
+
+    def _committed(self, consumed: int) -> None:
+        """The oldest ``consumed`` submissions are committed: free their arena space."""
+        with self._in_flight_lock:
+            refs = [self._in_flight.popleft() for _ in range(min(consumed, len(self._in_flight)))]
+        for ref in refs:
+            if ref is not None and self._arena is not None:
+                self._arena.release(ref)
 
     def _put_control(self, item: tuple) -> None:
         # A dead child never empties a full queue: don't block on it forever.
@@ -176,6 +229,7 @@ class CommitProcess(FlushTickets):
                 elif kind == "commit":
                     _, result, stats, consumed = message
                     self._consumed += consumed
+                    self._committed(consumed)
                     if self.on_commit is not None:
                         self.on_commit(result, stats)
                 elif kind == "flushed":
@@ -222,6 +276,21 @@ def _start_without_main(process: Any) -> None:
         main.__dict__.update(saved)
 
 
+def _frame_arena(nbytes: int | None) -> FrameArena | None:
+    """The shared memory for frames, or None (frames are pickled) where the platform has none."""
+    if not nbytes or not FrameArena.supported():
+        return None
+    try:
+        return FrameArena(nbytes)
+    except OSError as exc:  # e.g. memfd_create refused by a sandbox
+        log.info("no shared frame memory (%s): frames go to the writer pickled", exc)
+        return None
+
+
+def _episodes(item: Item | _SharedBatch) -> int:
+    return item.num_episodes if isinstance(item, _SharedBatch) else count_episodes(item)
+
+
 def _rebuild(exc_type: type[BaseException] | None, message: str) -> BaseException:
     """The child's exception, re-created with its original type and message where possible."""
     if exc_type is not None:
@@ -242,6 +311,7 @@ def _child_main(
     inbox: Any,
     outbox: Any,
     compaction: dict[str, Any] | None = None,
+    arena_path: str | None = None,
 ) -> None:
     parent = os.getppid()  # DieWithParent checked it is the collector
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -249,9 +319,11 @@ def _child_main(
     try:
         from odsd.collect.auto_compact import AutoCompactor, bound_native_heap
         from odsd.collect.config import CompactionConfig
-        from odsd.store import EpisodeStore
+        from odsd.store import EpisodeStore, image_arrays
 
         bound_native_heap()  # before the first batch: freed arrays go back to the OS (docs/performance.md)
+        image_arrays.limit_threads(max(1, image_arrays.cpus() - 1))  # one CPU stays with the loop
+        arena = ArenaView(arena_path) if arena_path is not None else None
 
         # Without the episode index: the writer's memory does not grow with the store.
         writer = EpisodeStore.open(store_root, index=False).writer(run_id=run_id, writer_id=writer_id)
@@ -266,6 +338,7 @@ def _child_main(
     gc.freeze()  # the imports' objects: never walked by the collector again
     outbox.put(("ready",))
     context: list[CommitContext] = [CommitContext()]
+    scratch = ConcatScratch()
 
     def get(timeout: float | None) -> Any:
         try:
@@ -277,11 +350,14 @@ def _child_main(
         if message[0] in (FLUSH, STOP):
             return message
         item, context[0] = message
+        if isinstance(item, _SharedBatch):
+            assert arena is not None
+            return dataclasses.replace(item.batch, frames=arena.arrays(item.ref))
         return item
 
     def commit(parts: list[Item]) -> None:
         start = time.perf_counter()
-        batch = store_batch(parts)
+        batch = store_batch(parts, scratch)
         result = writer.commit(batch, context=context[0])
         stats = CommitStats(
             seq=result.seq,

@@ -1,32 +1,10 @@
-"""Segment annotations from the expert's phases: per-frame ids and a per-episode table."""
+"""Segment annotations from the expert's phases: the per-episode table of a finished episode."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from odsd.schema.store import SegmentRef
-
-
-class SegmentTracker:
-    """Per-row running segment state: a new segment starts at step 0 and whenever the phase changes."""
-
-    def __init__(self, num_envs: int, device: torch.device) -> None:
-        self.phase = torch.zeros(num_envs, dtype=torch.int16, device=device)
-        self.step = torch.zeros(num_envs, dtype=torch.int32, device=device)
-
-    def reset(self, rows: torch.Tensor) -> None:
-        self.step[rows] = 0
-
-    def advance(
-        self, phase: torch.Tensor | None, episode_step: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(segment_id, segment_step, segment_start) for this step's frames."""
-        current = torch.zeros_like(self.phase) if phase is None else phase.to(self.phase.device, torch.int16)
-        start = (episode_step == 0) | (current != self.phase)
-        self.step = torch.where(start, torch.zeros_like(self.step), self.step + 1)
-        self.phase = current
-        return current.clone(), self.step.clone(), start
 
 
 def segment_table(

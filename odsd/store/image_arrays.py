@@ -44,12 +44,31 @@ _pool_pid = 0
 _pool_lock = threading.Lock()
 
 
-def threads() -> int:
-    """Worker threads for frame codecs (imagecodecs releases the GIL): the CPUs this process may use."""
+_threads_limit: int | None = None
+
+
+def cpus() -> int:
+    """The CPUs this process may use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def threads() -> int:
+    """Worker threads for frame codecs (imagecodecs releases the GIL): the CPUs this process may
+    use, or fewer after :func:`limit_threads`."""
+    return cpus() if _threads_limit is None else max(1, min(_threads_limit, cpus()))
+
+
+def limit_threads(n: int | None) -> None:
+    """Encode/decode frames on at most ``n`` threads (None: as many as CPUs).
+
+    The collector's writer process leaves one CPU to the collection loop this way: a codec pool
+    as wide as the machine preempts the loop on every commit.
+    """
+    global _threads_limit
+    _threads_limit = n
 
 
 def parallel_map(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:

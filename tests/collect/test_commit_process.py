@@ -116,6 +116,42 @@ def test_finished_batches_get_their_metadata_in_the_child(store_root: Path, tmp_
     assert snap.read("segment_start").tolist() == [True, True, False, True, False]
 
 
+def test_finished_frames_travel_through_a_small_arena_and_large_batches_pickled(tmp_path: Path) -> None:
+    """Batches share a 4 KiB frame arena (space is reused as commits free it); one too large for it
+    is pickled instead; every frame arrives exactly."""
+    features = {
+        "x": {"dtype": "float32", "shape": [16], "names": None},
+        "segment_id": {"dtype": "int16", "shape": [], "names": None},
+        "policy_version": {"dtype": "int32", "shape": [], "names": None},
+        "episode_step": {"dtype": "int32", "shape": [], "names": None},
+        "terminated": {"dtype": "bool", "shape": [], "names": None},
+        "truncated": {"dtype": "bool", "shape": [], "names": None},
+        "segment_step": {"dtype": "int32", "shape": [], "names": None},
+        "segment_start": {"dtype": "bool", "shape": [], "names": None},
+    }
+    root = tmp_path / "a"
+    EpisodeStore.create(root, features=features, fps=10, durability="process")
+    run = RunInfo("r", "wa", 7, "task", None, None, ("reach",), False, tuple(features))
+    rng = np.random.default_rng(0)
+    sent = []
+    w = CommitProcess(root, run_id="r", writer_id="wa", max_batch_episodes=1, frame_arena_bytes=4096)
+    for length in [3, 5, 2, 40, 4, 6]:  # 40 frames x 64 B of x alone: more than the arena
+        x = rng.standard_normal((length, 16)).astype(np.float32)
+        frames = {
+            "x": x,
+            "segment_id": np.zeros(length, np.int16),
+            "policy_version": np.zeros(length, np.int32),
+        }
+        ep = FinishedEpisode(length, 0, False, False, True, 0, 1.0, "a", "b", True, False)
+        w.submit(FinishedBatch(frames, np.array([0, length]), [ep], run))
+        sent.append(x)
+    w.drain()
+    assert w.close() == 0
+    snap = EpisodeStore.open(root).snapshot()
+    np.testing.assert_array_equal(snap.read("x"), np.concatenate(sent))
+    assert [snap.entry(e).meta.length for e in snap.episode_ids] == [3, 5, 2, 40, 4, 6]
+
+
 def test_close_with_discard_drops_what_is_not_committed(store_root: Path) -> None:
     w = CommitProcess(store_root, run_id="r", writer_id="w3", max_batch_episodes=1000, max_batch_age_s=60.0)
     w.submit(episode(0))
@@ -281,3 +317,18 @@ def test_no_process_survives_a_parent_killed_at_any_moment(
             parent.kill()
             parent.wait()
         kill_session(parent.pid)
+
+
+def test_the_writer_process_imports_no_torch() -> None:
+    """What the child imports (commit_process, auto-compaction, the store) leaves torch out: it
+    costs seconds of CPU at every start, on the core the collection loop shares."""
+    code = (
+        "import sys\n"
+        "import odsd.collect.commit_process, odsd.collect.auto_compact, odsd.collect.config, odsd.store\n"
+        "from odsd.collect.commit_process import _child_main\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lerobot', 'gymnasium')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from odsd.collect.commit_worker import CommitWorker
+from odsd.collect.commit_worker import CommitWorker, ConcatScratch, store_batch
 from odsd.schema import CommitContext, EpisodeMeta
 from odsd.store import CommitResult, Episode, EpisodeBatch, EpisodeStore
 
@@ -219,3 +219,32 @@ def test_real_store_roundtrip(tmp_path) -> None:
     snap = EpisodeStore.open(tmp_path / "s").snapshot()
     assert snap.num_episodes == 5
     assert [int(snap.episode(e)["x"][0]) for e in snap.episode_ids] == [0, 1, 2, 3, 4]
+
+
+def test_store_batch_joins_large_fields_into_reused_scratch_memory() -> None:
+    rng = np.random.default_rng(0)
+
+    def part(n: int) -> EpisodeBatch:
+        return EpisodeBatch(
+            frames={
+                "observation.images.top": rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+                "x": rng.standard_normal(n).astype(np.float32),
+            },
+            metas=[EpisodeMeta(length=n)],
+        )
+
+    scratch = ConcatScratch(min_bytes=1 << 12)
+    parts = [part(5), part(7)]
+    joined = store_batch(parts, scratch)
+    reference = EpisodeBatch.concat(parts)
+    for name, values in reference.frames.items():
+        np.testing.assert_array_equal(joined.frames[name], values)
+    assert [m.length for m in joined.metas] == [5, 7]
+    first = joined.frames["observation.images.top"]
+    assert np.shares_memory(first, scratch._buffers["observation.images.top"])
+    assert "x" not in scratch._buffers  # small fields are joined the ordinary way
+    again = store_batch([part(3), part(4)], scratch)
+    assert np.shares_memory(again.frames["observation.images.top"], first)  # no new memory
+    bigger = store_batch([part(30), part(40)], scratch)
+    assert bigger.frames["observation.images.top"].shape == (70, 32, 32, 3)
+    assert store_batch([parts[0]], scratch) is parts[0]
