@@ -23,6 +23,16 @@ from odsd.store.errors import SchemaMismatchError
 from odsd.testing.processes import kill_session, wait_session_gone
 
 FEATURES = {"x": {"dtype": "float32", "shape": [], "names": None}}
+COLLECTOR_FIELDS = {
+    "segment_id": {"dtype": "int16", "shape": [], "names": None},
+    "policy_version": {"dtype": "int32", "shape": [], "names": None},
+    "episode_step": {"dtype": "int32", "shape": [], "names": None},
+    "terminated": {"dtype": "bool", "shape": [], "names": None},
+    "truncated": {"dtype": "bool", "shape": [], "names": None},
+    "segment_step": {"dtype": "int32", "shape": [], "names": None},
+    "segment_start": {"dtype": "bool", "shape": [], "names": None},
+}
+"""Recorded and derived fields a FinishedBatch needs (built in the child)."""
 
 
 def episode(i: int, length: int = 2) -> Episode:
@@ -77,16 +87,7 @@ def test_commits_in_batches_with_context_and_callbacks(store_root: Path) -> None
 
 
 def test_finished_batches_get_their_metadata_in_the_child(store_root: Path, tmp_path: Path) -> None:
-    features = {
-        **FEATURES,
-        "segment_id": {"dtype": "int16", "shape": [], "names": None},
-        "policy_version": {"dtype": "int32", "shape": [], "names": None},
-        "episode_step": {"dtype": "int32", "shape": [], "names": None},
-        "terminated": {"dtype": "bool", "shape": [], "names": None},
-        "truncated": {"dtype": "bool", "shape": [], "names": None},
-        "segment_step": {"dtype": "int32", "shape": [], "names": None},
-        "segment_start": {"dtype": "bool", "shape": [], "names": None},
-    }
+    features = {**FEATURES, **COLLECTOR_FIELDS}
     root = tmp_path / "f"
     EpisodeStore.create(root, features=features, fps=10, durability="process")
     run = RunInfo("r", "w2", 7, "task", "planner:t", "1", ("reach", "grasp"), True, tuple(features))
@@ -119,16 +120,7 @@ def test_finished_batches_get_their_metadata_in_the_child(store_root: Path, tmp_
 def test_finished_frames_travel_through_a_small_arena_and_large_batches_pickled(tmp_path: Path) -> None:
     """Batches share a 4 KiB frame arena (space is reused as commits free it); one too large for it
     is pickled instead; every frame arrives exactly."""
-    features = {
-        "x": {"dtype": "float32", "shape": [16], "names": None},
-        "segment_id": {"dtype": "int16", "shape": [], "names": None},
-        "policy_version": {"dtype": "int32", "shape": [], "names": None},
-        "episode_step": {"dtype": "int32", "shape": [], "names": None},
-        "terminated": {"dtype": "bool", "shape": [], "names": None},
-        "truncated": {"dtype": "bool", "shape": [], "names": None},
-        "segment_step": {"dtype": "int32", "shape": [], "names": None},
-        "segment_start": {"dtype": "bool", "shape": [], "names": None},
-    }
+    features = {"x": {"dtype": "float32", "shape": [16], "names": None}, **COLLECTOR_FIELDS}
     root = tmp_path / "a"
     EpisodeStore.create(root, features=features, fps=10, durability="process")
     run = RunInfo("r", "wa", 7, "task", None, None, ("reach",), False, tuple(features))

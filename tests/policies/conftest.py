@@ -26,46 +26,36 @@ def diffusion_dir(demo_store: Path) -> Path:
     return train_tiny_diffusion(demo_store, demo_store.parent / "diffusion")
 
 
-@pytest.fixture(scope="session")
-def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """4 expert_demo pick_place episodes (40 steps at most) to train the tiny policies on."""
+def collect_demos(store: Path, task: str, task_kwargs: dict, *, episodes: int) -> Path:
+    """``episodes`` expert_demo episodes of ``task`` (one per row, failures kept) into ``store``."""
     from odsd.collect import CollectConfig, Collector
 
-    root = tmp_path_factory.mktemp("demos")
     Collector(
         CollectConfig(
             mode="expert_demo",
-            task="pick_place",
-            task_kwargs=PICK_PLACE,
-            num_envs=4,
-            store=root / "store",
-            max_episodes=4,
+            task=task,
+            task_kwargs=task_kwargs,
+            num_envs=episodes,
+            store=store,
+            max_episodes=episodes,
             keep_failed=True,
             durability="process",
             writer="thread",
         )
     ).run()
-    return root / "store"
+    return store
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 expert_demo pick_place episodes (40 steps at most) to train the tiny policies on."""
+    return collect_demos(tmp_path_factory.mktemp("demos") / "store", "pick_place", PICK_PLACE, episodes=4)
 
 
 @pytest.fixture(scope="session")
 def camera_act_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A LeRobot ACT reading ``observation.images.top`` (and the state) of ``pick_place_cam``."""
     pytest.importorskip("lerobot.policies.act.configuration_act")
-    from odsd.collect import CollectConfig, Collector
-
     root = tmp_path_factory.mktemp("camera-act")
-    Collector(
-        CollectConfig(
-            mode="expert_demo",
-            task="pick_place_cam",
-            task_kwargs=CAMERA_TASK,
-            num_envs=2,
-            store=root / "store",
-            max_episodes=2,
-            keep_failed=True,
-            durability="process",
-            writer="thread",
-        )
-    ).run()
+    collect_demos(root / "store", "pick_place_cam", CAMERA_TASK, episodes=2)
     return train_tiny_act(root / "store", root / "act", steps=1)

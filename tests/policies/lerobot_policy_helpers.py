@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 ACT_CHUNK_SIZE = 4
 ACT_ACTION_STEPS = 3
@@ -55,9 +56,7 @@ def train_tiny_act(store: Path, out: Path, *, steps: int = 5) -> Path:
             opt.zero_grad()
             loss.backward()
             opt.step()
-        policy.save_pretrained(out)
-        pre.save_pretrained(out)
-        post.save_pretrained(out)
+        save_pretrained(out, policy, pre, post)
     finally:
         torch.random.set_rng_state(gen)
     return out
@@ -100,9 +99,13 @@ def train_tiny_diffusion(store: Path, out: Path, *, n_obs_steps: int = 1) -> Pat
         batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True)))
         loss, _info = policy.forward(pre(batch))
         loss.backward()
-        policy.save_pretrained(out)
-        pre.save_pretrained(out)
-        post.save_pretrained(out)
+        save_pretrained(out, policy, pre, post)
     finally:
         torch.random.set_rng_state(gen)
     return out
+
+
+def save_pretrained(out: Path, *parts: Any) -> None:
+    """A LeRobot pretrained directory: the policy and its pre/post processors, side by side."""
+    for part in parts:
+        part.save_pretrained(out)
