@@ -38,7 +38,7 @@ Semantics (docs/lerobot.md):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -151,6 +151,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         camera_format: CameraFormat = "float32",
         decode_cache_bytes: int = DEFAULT_CACHE_BYTES,
         image_stats_frames: int = DEFAULT_IMAGE_STATS_FRAMES,
+        image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         """``stats``/``stats_id``: reuse frozen statistics (e.g. a checkpoint's) instead of computing them.
 
@@ -159,6 +160,9 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         with ``--images``). ``camera_format``: ``"float32"`` (LeRobot's items), ``"uint8"`` (CHW)
         or ``"uint8_hwc"``. ``decode_cache_bytes``: the per-process decode cache bound (0: none).
         ``image_stats_frames``: at most this many frames per camera are read for its statistics.
+        ``image_transforms``: applied to every camera tensor of an item, as ``LeRobotDataset``
+        does (e.g. ``lerobot``'s ``ImageTransforms``); in :meth:`get_batch` once per item of the
+        batch, so random augmentations differ between items as they do through a DataLoader.
         """
         super().__init__()
         if camera_format not in CAMERA_FORMATS:
@@ -179,7 +183,7 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
         self.delta_timestamps = (
             {k: list(v) for k, v in delta_timestamps.items()} if delta_timestamps else None
         )
-        self.image_transforms = None
+        self.set_image_transforms(image_transforms)
         self.episodes = None  # LeRobot: the subset of episode indices; the view already is the subset
         manifest = self._store.manifest
         self._plan = plan_columns(manifest.features, self.label, cameras=cameras, fps=manifest.fps)
@@ -388,8 +392,20 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
                     values[key] = torch.from_numpy(self._arrays[key][qc])
             item = {**item, **pads}
             item.update(values)
+        if self.image_transforms is not None:
+            for key in self.camera_keys:
+                item[key] = self.image_transforms(item[key])
         item["task"] = self.meta.task_names[int(item["task_index"])]
         return item
+
+    def set_image_transforms(self, image_transforms: Callable[[torch.Tensor], torch.Tensor] | None) -> None:
+        """Replace the transform applied to camera tensors (None: none), like ``LeRobotDataset``'s."""
+        if image_transforms is not None and not callable(image_transforms):
+            raise TypeError("image_transforms must be callable or None")
+        self.image_transforms = image_transforms
+
+    def clear_image_transforms(self) -> None:
+        self.image_transforms = None
 
     def _camera(self, key: str, positions: np.ndarray, *, window: bool = False) -> torch.Tensor:
         """Frames of camera ``key`` at view positions (``[T]`` for a window, ``[B, T]`` in a batch).
@@ -436,6 +452,9 @@ class OdsdLeRobotDataset(torch.utils.data.Dataset):
                     values[key] = torch.from_numpy(self._arrays[key][qc])
             batch = {**batch, **pads}
             batch.update(values)
+        if self.image_transforms is not None:
+            for key in self.camera_keys:
+                batch[key] = torch.stack([self.image_transforms(frames) for frames in batch[key]])
         names = self.meta.task_names
         batch["task"] = [names[t] for t in batch["task_index"].tolist()]
         return batch

@@ -231,3 +231,21 @@ def test_act_with_a_camera_trains_on_the_video_export(tmp_path: Path) -> None:
     loader = torch.utils.data.DataLoader(lds, batch_size=8, shuffle=True, num_workers=2)
     losses = train_act_with_camera(lds.meta, loader, steps=4)
     assert len(losses) == 4
+
+
+def _darken_and_flip(frames: torch.Tensor) -> torch.Tensor:
+    return frames.flip(-1) * 0.5
+
+
+def test_image_transforms_apply_like_lerobot(store: EpisodeStore, tmp_path: Path) -> None:
+    """The same transform given to both readers gives the same items (image export: exactly)."""
+    out = tmp_path / "img"
+    export_lerobot(store, out, repo_id="odsd/cams", durable=False, images=True, workers=2)
+    ods = OdsdLeRobotDataset(
+        store, cameras="image", delta_timestamps=WINDOWS, image_transforms=_darken_and_flip
+    )
+    compare(ods, lerobot(out, delta_timestamps=WINDOWS, image_transforms=_darken_and_flip), exact=True)
+    plain = OdsdLeRobotDataset(store, cameras="image", delta_timestamps=WINDOWS)
+    assert torch.equal(ods[3][TOP], _darken_and_flip(plain[3][TOP]))
+    with pytest.raises(TypeError, match="callable"):
+        plain.set_image_transforms("flip")  # type: ignore[arg-type]

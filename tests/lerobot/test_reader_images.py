@@ -244,3 +244,23 @@ def test_a_reader_without_cameras_takes_no_lease(small_store) -> None:
 
     OdsdLeRobotDataset(small_store)
     assert active_leases(small_store.root) == []
+
+
+def test_image_transforms_run_per_item_in_batches_too(camera_store: EpisodeStore) -> None:
+    calls: list[tuple[int, ...]] = []
+
+    def invert(frames: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(frames.shape))
+        return 1 - frames
+
+    deltas = {TOP: [-0.1, 0.0], "action": [0.0, 0.1]}
+    ds = OdsdLeRobotDataset(camera_store, delta_timestamps=deltas, image_transforms=invert)
+    plain = OdsdLeRobotDataset(camera_store, delta_timestamps=deltas)
+    idx = [0, 5, 9]
+    batch = ds.get_batch(idx)
+    assert calls == [(2, 3, H, W)] * 3 + [(3, H, W)] * 3  # per item: the TOP window, then WRIST
+    ref = plain.get_batch(idx)
+    assert torch.equal(batch[TOP], 1 - ref[TOP]) and torch.equal(batch[WRIST], 1 - ref[WRIST])
+    assert torch.equal(batch["action"], ref["action"])
+    ds.clear_image_transforms()
+    assert torch.equal(ds[5][WRIST], plain[5][WRIST])
