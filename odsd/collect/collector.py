@@ -133,7 +133,7 @@ class Collector:
         # Loaded before the store opens: a LeRobot student that does not fit the env is refused
         # before anything is created, and a chunking one adds action.chunk_position to the schema.
         self.students = student_source(
-            config.student if self.needs_student else None,
+            config.lerobot_student if self.needs_student else None,
             config.policies_dir,
             self.spec,
             device=self.device,

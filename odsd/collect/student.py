@@ -17,7 +17,6 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from odsd.collect.config import LEROBOT_PREFIX
 from odsd.envs import EnvSpec
 from odsd.policies.errors import SnapshotNotFoundError
 from odsd.policies.fit import reference_meta
@@ -136,9 +135,10 @@ class LeRobotStudentSource:
 
 
 def student_source(
-    student: str | None, policies_dir: Path, spec: EnvSpec, *, device: torch.device, seed: int
+    lerobot_dir: Path | None, policies_dir: Path, spec: EnvSpec, *, device: torch.device, seed: int
 ) -> StudentSource | LeRobotStudentSource:
-    """The source for ``CollectConfig.student``: ``lerobot:<dir>`` or a snapshot directory."""
-    if student is not None and student.startswith(LEROBOT_PREFIX):
-        return LeRobotStudentSource(Path(student[len(LEROBOT_PREFIX) :]), spec, device=device)
+    """The student's source: a LeRobot pretrained directory (``CollectConfig.lerobot_student``)
+    when given, else the snapshots in ``policies_dir``."""
+    if lerobot_dir is not None:
+        return LeRobotStudentSource(lerobot_dir, spec, device=device)
     return StudentSource(policies_dir, spec, device=device, seed=seed)
